@@ -1,0 +1,181 @@
+"""Correctness gate: every implementation against the fp64 reference, over several seeds.
+
+For each seed the output is poisoned (NaN) before the run, so an element the kernel never wrote shows
+up as NaN and fails; NaN or Inf where the reference is finite always fails. On the first seed the run
+is repeated with a different poison (a large finite sentinel), and the two outputs must agree bit for
+bit: that catches unwritten elements where the reference itself is NaN, and races (a result that moves
+between identical runs). The inputs must come back unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from kernelscope import runtime
+from kernelscope.spec import Implementation, Inputs, KernelSpec, Shape
+
+SENTINEL = -1234.5  # second poison: finite, exactly representable in fp16/bf16/fp32, not a plausible result
+
+
+def compare(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> dict[str, Any]:
+    """Error metrics of ``actual`` against the fp64 ``expected``; ``ok`` only if every element is close.
+
+    Where the reference is NaN or +-Inf, the output must be the same non-finite value; where it is
+    finite, the output must be finite and within ``atol + rtol * |expected|``.
+    """
+    if actual.shape != expected.shape:
+        return {"ok": False, "failure": f"shape {tuple(actual.shape)} != reference shape {tuple(expected.shape)}"}
+    a = actual.detach().to(torch.float64)
+    e = expected.detach().to(device=a.device, dtype=torch.float64)
+    finite_ref = torch.isfinite(e)
+    a_f, e_f = a[finite_ref], e[finite_ref]
+    nonfinite_out = int((~torch.isfinite(a_f)).sum())
+    nan_out = int(torch.isnan(a).sum())
+    # Non-finite reference positions: same NaN-ness and same infinity.
+    a_n, e_n = a[~finite_ref], e[~finite_ref]
+    special_mismatch = int((~((torch.isnan(a_n) & torch.isnan(e_n)) | (a_n == e_n))).sum())
+    diff = (a_f - e_f).abs()
+    bound = atol + rtol * e_f.abs()
+    bad = int(((diff > bound) | ~torch.isfinite(diff)).sum())
+    finite_diff = diff[torch.isfinite(diff)]
+    max_abs = float(finite_diff.max()) if finite_diff.numel() else 0.0
+    rel = finite_diff / e_f.abs()[torch.isfinite(diff)].clamp_min(torch.finfo(torch.float64).tiny)
+    ref_norm = float(torch.linalg.vector_norm(e_f)) if e_f.numel() else 0.0
+    err_norm = float(torch.linalg.vector_norm(torch.nan_to_num(a_f - e_f, nan=math.inf))) if e_f.numel() else 0.0
+    failures = []
+    if nonfinite_out:
+        failures.append(f"{nonfinite_out} non-finite outputs where the reference is finite")
+    if special_mismatch:
+        failures.append(f"{special_mismatch} outputs differ where the reference is NaN/Inf")
+    if bad > nonfinite_out:
+        failures.append(f"{bad - nonfinite_out} elements outside atol={atol:g} rtol={rtol:g}")
+    return {
+        "ok": not failures,
+        "failure": "; ".join(failures) or None,
+        "max_abs_err": max_abs,
+        "max_rel_err": float(rel.max()) if rel.numel() else 0.0,
+        "rel_l2_err": err_norm / ref_norm if ref_norm > 0 else err_norm,
+        "n_elements": int(a.numel()),
+        "n_bad": bad + special_mismatch,
+        "n_nan": nan_out,
+        "worst_index": _worst_index(diff, bound, finite_ref) if bad else None,
+    }
+
+
+def _worst_index(diff: torch.Tensor, bound: torch.Tensor, finite_ref: torch.Tensor) -> list[int]:
+    excess = torch.where(torch.isfinite(diff), diff - bound, torch.full_like(diff, math.inf))
+    flat = int(torch.argmax(excess))
+    positions = torch.nonzero(finite_ref, as_tuple=False)[flat]
+    return [int(i) for i in positions]
+
+
+def reference_for(spec: KernelSpec, inputs: Inputs) -> torch.Tensor:
+    """The fp64 reference, computed on the inputs' device from float64 copies."""
+    with torch.no_grad():
+        return spec.reference({k: v.to(torch.float64) for k, v in inputs.items()})
+
+
+def run_poisoned(impl: Implementation, spec: KernelSpec, inputs: Inputs, config: Mapping[str, Any],
+                 poison: float) -> torch.Tensor:
+    out = spec.make_output(inputs)
+    out.fill_(poison)
+    if not impl.writes_out:
+        _poison_allocator(out, poison)
+    closure = impl.prepare(inputs, out, config)
+    with torch.no_grad():
+        result = closure()
+    runtime.synchronize()
+    return result
+
+
+def _poison_allocator(like: torch.Tensor, poison: float) -> None:
+    """Fill freed allocator blocks of the output's size with poison, so that an implementation that
+    returns a fresh ``torch.empty`` without writing every element cannot inherit a correct result."""
+    scratch = [torch.full_like(like, poison) for _ in range(2)]
+    del scratch
+
+
+def check_seed(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torch.dtype, seed: int,
+               config: Mapping[str, Any], repeat: bool) -> dict[str, Any]:
+    device = runtime.device()
+    tol = spec.tolerance(dtype)
+    inputs = spec.make_inputs(shape, dtype, device, seed)
+    before = {k: v.clone() for k, v in inputs.items()}
+    expected = reference_for(spec, inputs)
+    actual = run_poisoned(impl, spec, inputs, config, math.nan)
+    record = {"seed": seed, **compare(actual, expected, tol.atol, tol.rtol)}
+    failures = [record["failure"]] if record["failure"] else []
+    if actual.dtype != dtype:
+        failures.append(f"output dtype {actual.dtype} != input dtype {dtype}")
+    for inv in spec.invariants:
+        err = inv.measure(actual, inputs)
+        limit = inv.limit(dtype)
+        record[inv.name] = err
+        if not err <= limit:
+            failures.append(f"{inv.name}={err:.3g} exceeds {limit:.3g} ({inv.reason})")
+    changed = [k for k in inputs if not torch.equal(inputs[k], before[k])]
+    if changed:
+        failures.append(f"inputs modified: {changed}")
+    if repeat:
+        again = run_poisoned(impl, spec, inputs, config, SENTINEL)
+        same = torch.equal(torch.nan_to_num(again.float(), nan=0.0), torch.nan_to_num(actual.float(), nan=0.0)) \
+            and torch.equal(torch.isnan(again), torch.isnan(actual))
+        record["repeat_identical"] = bool(same)
+        if not same:
+            failures.append("a second run with another poison differs: unwritten elements or a race")
+    record["ok"] = not failures
+    record["failure"] = "; ".join(failures) or None
+    return record
+
+
+def check_implementation(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torch.dtype,
+                         seeds: Sequence[int], config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Check one implementation over all seeds; exceptions are recorded, never raised."""
+    result: dict[str, Any] = {"implementation": impl.name, "kind": impl.kind, "config": dict(config or {})}
+    reason = impl.unsupported_reason(shape, dtype)
+    if reason:
+        return {**result, "status": "unsupported", "reason": reason, "ok": None, "seeds": []}
+    records = []
+    try:
+        for i, seed in enumerate(seeds):
+            records.append(check_seed(spec, impl, shape, dtype, seed, config or {}, repeat=(i == 0)))
+    except Exception as exc:  # a crashing kernel is a failing kernel, recorded with its error
+        return {**result, "status": "error", "ok": False, "seeds": records,
+                "failure": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=8)}
+    ok = all(r["ok"] for r in records)
+    summary = {
+        "max_abs_err": max(r.get("max_abs_err", math.inf) for r in records),
+        "max_rel_err": max(r.get("max_rel_err", math.inf) for r in records),
+        "rel_l2_err": max(r.get("rel_l2_err", math.inf) for r in records),
+    }
+    for inv in spec.invariants:
+        summary[inv.name] = max(r.get(inv.name, math.inf) for r in records)
+    failure = next((f"seed {r['seed']}: {r['failure']}" for r in records if not r["ok"]), None)
+    return {**result, "status": "pass" if ok else "fail", "ok": ok, "failure": failure, **summary, "seeds": records}
+
+
+def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequence[int]) -> dict[str, Any]:
+    """Every implementation (Triton variants at their default config, baselines) and every negative
+    control. ``gate_live`` is False if any negative control was accepted: the tolerance is too loose."""
+    implementations = []
+    for impl in spec.implementations:
+        config = impl.default_config(shape, dtype) if impl.kind == "triton" else {}
+        implementations.append(check_implementation(spec, impl, shape, dtype, seeds, config))
+    controls = []
+    for impl in spec.negative_controls:
+        rec = check_implementation(spec, impl, shape, dtype, seeds, {})
+        rec["rejected"] = rec["ok"] is False
+        controls.append(rec)
+    tol = spec.tolerance(dtype)
+    return {
+        "tolerance": {"atol": tol.atol, "rtol": tol.rtol, "reason": tol.reason},
+        "seeds": list(seeds),
+        "implementations": implementations,
+        "negative_controls": controls,
+        "gate_live": all(c["rejected"] for c in controls),
+    }

@@ -1,0 +1,208 @@
+"""The one declaration of a kernel that every stage, every test and the report read.
+
+A kernel module in ``kernels/`` builds one :class:`KernelSpec` and binds it to the name ``KERNEL``.
+Everything else (which cases exist, how they are checked, timed, swept, profiled and reported) is
+derived from that object; no stage hard-codes a kernel.
+
+An *implementation* is anything that computes the kernel's function: a Triton variant with a launch
+config space, or a baseline (torch eager, ``torch.compile``, ...). Each one is a factory, in the style
+of TritonBench's providers: ``prepare(inputs, out, config)`` does all allocation and set-up and returns
+a zero-argument closure that runs the computation once and returns the output tensor. Only the closure
+is ever timed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+#: dtypes a config may name, by their config spelling.
+DTYPES: dict[str, torch.dtype] = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+}
+
+Inputs = dict[str, torch.Tensor]
+Closure = Callable[[], torch.Tensor]
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    """Element-wise acceptance ``|out - ref| <= atol + rtol * |ref|`` against the fp64 reference."""
+
+    atol: float
+    rtol: float
+    reason: str
+
+    def __post_init__(self) -> None:
+        if self.atol < 0 or self.rtol < 0:
+            raise ValueError(f"tolerance must be non-negative, got atol={self.atol} rtol={self.rtol}")
+        if not self.reason.strip():
+            raise ValueError("a tolerance needs a reason: say where the error comes from")
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """One problem size, with the reason it is in the set (which regime it probes)."""
+
+    params: Mapping[str, int]
+    reason: str
+
+    @property
+    def id(self) -> str:
+        """Path-safe identifier, e.g. ``M4096_N1000``; used in result paths and wildcards."""
+        return "_".join(f"{k}{int(v)}" for k, v in self.params.items())
+
+    def __getitem__(self, key: str) -> int:
+        return int(self.params[key])
+
+
+@dataclasses.dataclass(frozen=True)
+class Invariant:
+    """A property besides closeness (softmax rows sum to 1, ...). ``measure`` returns an error >= 0."""
+
+    name: str
+    measure: Callable[[torch.Tensor, Inputs], float]
+    limit: Callable[[torch.dtype], float]
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Implementation:
+    """One way to compute the kernel.
+
+    ``kind`` is ``"triton"`` for variants written here (swept over ``configs``), ``"eager"`` for torch
+    eager baselines and ``"compile"`` for ``torch.compile`` baselines (first call = compile time).
+    ``configs(shape, dtype)`` lists the launch-config space; ``default_config(shape, dtype)`` is the
+    hand-written heuristic a user would get without tuning, so the report can say where it stands.
+    ``prune(config, shape, dtype, limits)`` returns a reason string when a config cannot fit the device
+    (shared memory, registers), so it is recorded and not compiled. ``supports(shape, dtype)`` returns a
+    reason string when the implementation does not handle the case at all.
+    """
+
+    name: str
+    kind: str
+    prepare: Callable[[Inputs, torch.Tensor | None, Mapping[str, Any]], Closure]
+    description: str = ""
+    configs: Callable[[Shape, torch.dtype], list[dict[str, Any]]] | None = None
+    default_config: Callable[[Shape, torch.dtype], dict[str, Any]] | None = None
+    prune: Callable[[Mapping[str, Any], Shape, torch.dtype, Mapping[str, Any]], str | None] | None = None
+    supports: Callable[[Shape, torch.dtype], str | None] | None = None
+    writes_out: bool = True
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("triton", "eager", "compile"):
+            raise ValueError(f"implementation {self.name!r}: kind must be triton, eager or compile, got {self.kind!r}")
+        if self.kind == "triton" and (self.configs is None or self.default_config is None):
+            raise ValueError(f"triton implementation {self.name!r} needs configs and default_config")
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.kind != "triton"
+
+    def unsupported_reason(self, shape: Shape, dtype: torch.dtype) -> str | None:
+        return self.supports(shape, dtype) if self.supports else None
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSpec:
+    """Everything kernelscope needs to know about one kernel.
+
+    * ``make_inputs(shape, dtype, device, seed)`` returns named input tensors drawn from a seeded
+      generator (never zeros), on ``device``; use :func:`generator` and :func:`randn`.
+    * ``make_output(inputs)`` allocates the output that Triton variants write into (poisoned by the
+      correctness stage before each run).
+    * ``reference(inputs)`` computes the result in float64 from float64 copies of the inputs.
+    * ``flops(shape)`` and ``bytes_moved(shape, dtype)`` are the minimal work and traffic (each input
+      read once, each output written once) from which GFLOP/s, GB/s and the roofline follow.
+    * ``shape_sets`` maps a set name (``cpu`` for the interpreter, ``gpu`` for a real device, ...) to
+      shapes, each with its reason.
+    """
+
+    name: str
+    description: str
+    make_inputs: Callable[[Shape, torch.dtype, torch.device, int], Inputs]
+    make_output: Callable[[Inputs], torch.Tensor]
+    reference: Callable[[Inputs], torch.Tensor]
+    implementations: Sequence[Implementation]
+    tolerances: Mapping[torch.dtype, Tolerance]
+    flops: Callable[[Shape], float]
+    bytes_moved: Callable[[Shape, torch.dtype], float]
+    shape_sets: Mapping[str, Sequence[Shape]]
+    invariants: Sequence[Invariant] = ()
+    #: deliberately broken implementations that the correctness gate must reject, run in every
+    #: correctness job so the report shows the gate is live (KernelBench-style adversarial checks)
+    negative_controls: Sequence[Implementation] = ()
+    #: implementation that the Triton variants are ranked against (the one users would otherwise call)
+    primary_baseline: str = "torch"
+
+    def __post_init__(self) -> None:
+        names = [impl.name for impl in (*self.implementations, *self.negative_controls)]
+        if len(set(names)) != len(names):
+            raise ValueError(f"kernel {self.name!r}: implementation names repeat: {names}")
+        if self.primary_baseline not in [impl.name for impl in self.baselines]:
+            raise ValueError(f"kernel {self.name!r}: primary_baseline {self.primary_baseline!r} is not one of its "
+                             f"baselines {[impl.name for impl in self.baselines]}")
+        for set_name, shapes in self.shape_sets.items():
+            ids = [s.id for s in shapes]
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"kernel {self.name!r}: shape set {set_name!r} repeats a shape: {ids}")
+
+    def implementation(self, name: str) -> Implementation:
+        for impl in (*self.implementations, *self.negative_controls):
+            if impl.name == name:
+                return impl
+        raise KeyError(f"kernel {self.name!r} has no implementation {name!r}; it has {[i.name for i in self.implementations]}")
+
+    @property
+    def triton_variants(self) -> list[Implementation]:
+        return [impl for impl in self.implementations if impl.kind == "triton"]
+
+    @property
+    def baselines(self) -> list[Implementation]:
+        return [impl for impl in self.implementations if impl.is_baseline]
+
+    def shape(self, shape_set: str, shape_id: str) -> Shape:
+        try:
+            shapes = self.shape_sets[shape_set]
+        except KeyError:
+            raise KeyError(f"kernel {self.name!r} has no shape set {shape_set!r}; it has {sorted(self.shape_sets)}") from None
+        for shape in shapes:
+            if shape.id == shape_id:
+                return shape
+        raise KeyError(f"kernel {self.name!r}, shape set {shape_set!r} has no shape {shape_id!r}")
+
+    def tolerance(self, dtype: torch.dtype) -> Tolerance:
+        try:
+            return self.tolerances[dtype]
+        except KeyError:
+            raise KeyError(f"kernel {self.name!r} declares no tolerance for {dtype}") from None
+
+
+def element_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def numel(*dims: int) -> int:
+    return math.prod(int(d) for d in dims)
+
+
+def randn(shape: Sequence[int], dtype: torch.dtype, generator: torch.Generator, scale: float = 1.0,
+          shift: float = 0.0) -> torch.Tensor:
+    """Seeded normal samples ``shift + scale * N(0, 1)``, drawn in fp32 on the generator's device.
+
+    Drawn on the device itself: multi-GB inputs made on the host would dominate a GPU run's wall time.
+    """
+    x = torch.randn(tuple(shape), generator=generator, dtype=torch.float32, device=generator.device)
+    return (x * scale + shift).to(dtype)
+
+
+def generator(seed: int, device: torch.device | str) -> torch.Generator:
+    g = torch.Generator(device=device)
+    g.manual_seed(int(seed))
+    return g

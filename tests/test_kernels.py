@@ -1,0 +1,40 @@
+"""Every implementation of every kernel, on every CPU-set shape and declared dtype, against fp64.
+
+This is the correctness gate itself (kernelscope.correctness.check_case), so the test and the pipeline
+cannot drift apart. Each kernel's negative controls must be rejected by the same gate.
+"""
+
+import pytest
+
+from kernelscope import correctness, registry
+
+SEEDS = (0, 1, 2)
+
+CASES = [
+    pytest.param(spec, shape, dtype, id=f"{spec.name}-{shape.id}-{str(dtype).removeprefix('torch.')}")
+    for spec in registry.all_kernels().values()
+    for shape in spec.shape_sets["cpu"]
+    for dtype in spec.tolerances
+]
+
+
+@pytest.mark.parametrize(("spec", "shape", "dtype"), CASES)
+def test_every_implementation_passes_and_every_control_is_rejected(spec, shape, dtype):
+    result = correctness.check_case(spec, shape, dtype, SEEDS)
+    checked = [r for r in result["implementations"] if r["status"] != "unsupported"]
+    assert checked, "no implementation supports this CPU shape"
+    for record in checked:
+        assert record["status"] == "pass", f"{record['implementation']}: {record['failure']}"
+    for control in result["negative_controls"]:
+        assert control["rejected"], f"negative control {control['implementation']} was accepted"
+    assert result["gate_live"]
+
+
+def test_every_kernel_declares_a_negative_control_cpu_and_gpu_shapes():
+    for spec in registry.all_kernels().values():
+        assert spec.negative_controls, f"{spec.name} has no negative control"
+        assert spec.shape_sets.get("cpu") and spec.shape_sets.get("gpu"), spec.name
+        assert spec.triton_variants and spec.baselines, spec.name
+        for shapes in spec.shape_sets.values():
+            for shape in shapes:
+                assert shape.reason.strip(), f"{spec.name} {shape.id} has no reason"
