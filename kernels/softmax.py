@@ -2,21 +2,45 @@
 
 ``y[r, :] = exp(x[r, :] - max(x[r, :])) / sum(exp(x[r, :] - max(x[r, :])))``
 
+All variants take a row stride for the input and the output (rows may be views into a wider buffer;
+columns must be contiguous), reduce in fp32 and store in the input dtype. Masked lanes load as -inf,
+so they change neither the max nor the sum.
+
 Variants:
 
-* ``triton_row`` — the teaching kernel: one program per row, ``BLOCK_SIZE = next_power_of_2(N)``,
-  masked lanes loaded as -inf (so they change neither the max nor the sum), reductions in fp32, the
-  result stored in the input dtype. Only the number of warps is a tuning choice; the seed's
-  heuristic (8 warps from a 2048-wide block, else 4) is the default config.
+* ``triton_row`` — the teaching kernel: one program per row, ``BLOCK_SIZE = next_power_of_2(N)``.
+  Only the number of warps is a tuning choice; the seed's heuristic (8 warps from a 2048-wide block,
+  else 4) is the default config.
+* ``triton_persistent`` — the same whole-row block, but a grid of only ``num_sms * programs_per_sm``
+  programs, each looping over rows ``pid, pid + grid, ...`` (seed 000's "persistent kernel"). It should
+  help when there are many short rows: launching and scheduling one tiny program per row then costs as
+  much as the row's work, and a long-lived program can prefetch its next row (``num_stages`` of
+  ``tl.range``) while it reduces the current one. It should not help once the row kernel's grid already
+  fills the GPU with enough work per program (long rows, or few rows: then ``grid = n_rows`` and both
+  kernels launch the same programs), and it can lose to the tail: when ``n_rows`` is not a multiple of
+  the grid, the last round of rows runs on part of the SMs while the rest idle.
+* ``triton_online`` — rows of any width (the row kernels stop at ``MAX_ROW_BLOCK``): one program per row
+  loops over ``BLOCK_N``-wide column blocks keeping a running max ``m`` and a running sum ``s`` that is
+  rescaled by ``exp(m_old - m_new)`` whenever the max grows (the online normaliser of Milakov &
+  Gimelshein, as in FlashAttention), then a second pass writes ``exp(x - m) / s``. It reads ``x`` twice
+  (3 MN elements of traffic against the minimal 2 MN; the second read of a row may come from L2), in
+  exchange for holding only one block per program in registers.
+
+Negative controls: ``naive_no_max`` (no max subtraction: exp overflows on large logits) and
+``online_no_rescale`` (``triton_online`` that forgets to rescale the running sum when the max grows:
+blocks read before the max overcount by ``exp(m_new - m_old)``).
 """
 
 from __future__ import annotations
+
+import inspect
 
 import torch
 import triton
 import triton.language as tl
 
 from kernelscope.baselines import compiled
+from kernelscope.runtime import device_limits
 from kernelscope.spec import (Implementation, Inputs, Invariant, KernelSpec, Shape, Tolerance, element_size,
                               generator, randn)
 
@@ -88,6 +112,220 @@ def _row_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
     if threads > max(block, 32):
         return f"{threads} threads for a {block}-wide row: warps with no element"
     return None
+
+
+# --- triton_persistent ---------------------------------------------------------------------------
+
+# ``tl.range(..., num_stages=k)`` lets the compiler pipeline the next row's load behind the current
+# row's reductions (the launch's own num_stages only pipelines loads that feed tl.dot). Triton 3.6 and
+# 3.7 both have it; where it is missing the kernel loops with ``range`` and num_stages stays 1.
+PIPELINED_RANGE = hasattr(tl, "range") and "num_stages" in inspect.signature(tl.range).parameters
+
+# Persistent grid sizes swept, in programs per SM. At 4-8 warps a program, 8 of them fill the 64 warp
+# slots of an sm_90 SM, so larger values could not all be resident.
+PROGRAMS_PER_SM = (1, 2, 4, 8)
+
+
+@triton.jit
+def _softmax_whole_row(out_row_ptr, in_row_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+    """Softmax of the ``n_cols`` contiguous elements at ``in_row_ptr``, held in one block
+    (``BLOCK_SIZE >= n_cols``), stored at ``out_row_ptr``."""
+    offsets = tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_cols
+    x = tl.load(in_row_ptr + offsets, mask=mask, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)
+    numerators = tl.exp(x)
+    y = numerators / tl.sum(numerators, axis=0)
+    tl.store(out_row_ptr + offsets, y.to(out_row_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _persistent_softmax_kernel(
+    out_ptr, in_ptr,
+    n_rows, n_cols,
+    in_row_stride, out_row_stride,
+    BLOCK_SIZE: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+    USE_TL_RANGE: tl.constexpr,
+):
+    """Program ``pid`` of a grid of ``G`` computes rows ``pid, pid + G, pid + 2G, ...``.
+
+    ``in_ptr``/``out_ptr``: [n_rows, n_cols], unit column stride.
+    """
+    first_row = tl.program_id(0)
+    n_programs = tl.num_programs(0)
+    # 64-bit row offsets: row * stride passes 2^31 elements on multi-GB inputs.
+    in_row_stride = tl.cast(in_row_stride, tl.int64)
+    out_row_stride = tl.cast(out_row_stride, tl.int64)
+    if USE_TL_RANGE:
+        for row in tl.range(first_row, n_rows, n_programs, num_stages=NUM_STAGES):
+            _softmax_whole_row(out_ptr + row * out_row_stride, in_ptr + row * in_row_stride, n_cols, BLOCK_SIZE)
+    else:
+        for row in range(first_row, n_rows, n_programs):
+            _softmax_whole_row(out_ptr + row * out_row_stride, in_ptr + row * in_row_stride, n_cols, BLOCK_SIZE)
+
+
+def persistent_grid(n_rows: int, programs_per_sm: int) -> int:
+    """Number of programs: enough to give every SM ``programs_per_sm``, never more than one per row."""
+    return min(n_rows, device_limits()["num_sms"] * programs_per_sm)
+
+
+def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
+    x = inputs["x"]
+    _check_rows(x, out)
+    n_rows, n_cols = x.shape
+    block = triton.next_power_of_2(n_cols)
+    grid = (persistent_grid(n_rows, int(config["programs_per_sm"])),)
+    num_stages, num_warps = int(config["num_stages"]), int(config["num_warps"])
+
+    def run() -> torch.Tensor:
+        _persistent_softmax_kernel[grid](out, x, n_rows, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=block,
+                                         NUM_STAGES=num_stages, USE_TL_RANGE=PIPELINED_RANGE,
+                                         num_warps=num_warps)
+        return out
+
+    return run
+
+
+def _stage_bytes(shape: Shape, dtype: torch.dtype, num_stages: int) -> int:
+    # A pipelined loop keeps up to num_stages rows of loads in flight in shared memory; one stage
+    # (no pipelining) loads straight into registers.
+    return 0 if num_stages <= 1 else num_stages * triton.next_power_of_2(shape["N"]) * element_size(dtype)
+
+
+def _persistent_warps(shape: Shape) -> int:
+    # The row kernel's default warps, so that persistent vs row compares the scheduling alone.
+    return _row_default(shape, torch.float32)["num_warps"]
+
+
+def _persistent_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    stages = (1, 2) if PIPELINED_RANGE else (1,)
+    return [{"programs_per_sm": p, "num_stages": s, "num_warps": _persistent_warps(shape)}
+            for p in PROGRAMS_PER_SM for s in stages]
+
+
+def _persistent_default(shape: Shape, dtype: torch.dtype) -> dict:
+    # Half of an SM's 64 warp slots (32 // num_warps programs): enough loads in flight for a
+    # memory-bound row while leaving room for the compiler's registers; prefetch the next row when
+    # its stage buffer fits in shared memory (a nominal 100 KB, well under sm_80/sm_90's ~227 KB).
+    num_warps = _persistent_warps(shape)
+    two_stages_fit = PIPELINED_RANGE and _stage_bytes(shape, dtype, 2) <= 100 * 1024
+    return {"programs_per_sm": 32 // num_warps, "num_stages": 2 if two_stages_fit else 1, "num_warps": num_warps}
+
+
+def _persistent_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    smem = _stage_bytes(shape, dtype, int(config["num_stages"]))
+    if smem > limits["max_shared_mem_per_block"]:
+        return (f"{config['num_stages']} stages of a {triton.next_power_of_2(shape['N'])}-wide row need {smem} B of "
+                f"shared memory > {limits['max_shared_mem_per_block']} B")
+    return None
+
+
+# --- triton_online -------------------------------------------------------------------------------
+
+# Widest column block of the default config: 4096 fp32 values are 16 registers a thread at 8 warps.
+MAX_DEFAULT_BLOCK_N = 4096
+
+
+@triton.jit
+def _online_softmax_kernel(
+    out_ptr, in_ptr,
+    n_cols,
+    in_row_stride, out_row_stride,
+    BLOCK_N: tl.constexpr,
+    RESCALE_SUM: tl.constexpr,
+):
+    """One program computes one row of any width, ``BLOCK_N`` columns at a time.
+
+    ``in_ptr``/``out_ptr``: [n_rows, n_cols], unit column stride. ``RESCALE_SUM`` is False only in the
+    negative control ``online_no_rescale``.
+    """
+    row = tl.program_id(0).to(tl.int64)
+    in_row = in_ptr + row * in_row_stride
+    out_row = out_ptr + row * out_row_stride
+    cols = tl.arange(0, BLOCK_N)
+    # Pass 1: m = max of the columns seen so far, s = sum of exp(x - m) over them. Adding one block sum
+    # after another loses up to half an ulp of s per block, which over a few hundred blocks passes the
+    # fp32 row-sum limit (4 eps); Kahan's compensation c carries the lost low-order bits.
+    m = tl.full([], -float("inf"), tl.float32)
+    s = tl.full([], 0.0, tl.float32)
+    c = tl.full([], 0.0, tl.float32)
+    for start in range(0, n_cols, BLOCK_N):
+        offsets = start + cols
+        x = tl.load(in_row + offsets, mask=offsets < n_cols, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        # While every column seen is -inf, m_new is -inf and x - m_new would be -inf - (-inf) = NaN,
+        # where torch gives exp(-inf - finite max) = 0 once a finite value arrives. Shifting by 0 keeps
+        # those terms (and the rescale of the zero sum) at exactly 0.
+        shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+        block_sum = tl.sum(tl.exp(x - shift), axis=0)
+        if RESCALE_SUM:
+            alpha = tl.exp(m - shift)
+            s = s * alpha
+            c = c * alpha
+        compensated = block_sum - c
+        total = s + compensated
+        c = c * 0.0
+        s = total
+        m = m_new
+    # Pass 2: a fully -inf row keeps m = -inf, so x - m is NaN everywhere, as in torch.
+    inv_s = 1.0 / s
+    for start in range(0, n_cols, BLOCK_N):
+        offsets = start + cols
+        mask = offsets < n_cols
+        x = tl.load(in_row + offsets, mask=mask, other=-float("inf")).to(tl.float32)
+        y = tl.exp(x - m) * inv_s
+        tl.store(out_row + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch_online(inputs: Inputs, out: torch.Tensor, config, rescale_sum: bool) -> callable:
+    x = inputs["x"]
+    _check_rows(x, out)
+    n_rows, n_cols = x.shape
+    block_n, num_warps = int(config["BLOCK_N"]), int(config["num_warps"])
+
+    def run() -> torch.Tensor:
+        _online_softmax_kernel[(n_rows,)](out, x, n_cols, x.stride(0), out.stride(0), BLOCK_N=block_n,
+                                          RESCALE_SUM=rescale_sum, num_warps=num_warps)
+        return out
+
+    return run
+
+
+def _prepare_online(inputs: Inputs, out: torch.Tensor, config) -> callable:
+    return _launch_online(inputs, out, config, rescale_sum=True)
+
+
+def _online_default(shape: Shape, dtype: torch.dtype) -> dict:
+    # A quarter of the padded row, capped at MAX_DEFAULT_BLOCK_N: rows too wide for triton_row (what
+    # this kernel is for) get 4096-wide blocks, narrow rows still loop over ~4 blocks (so the default
+    # is an online softmax on every shape, and the CPU shapes test the rescale and the tail block).
+    # About 16 values a thread, at most 8 warps.
+    block_n = max(1, min(MAX_DEFAULT_BLOCK_N, triton.next_power_of_2(shape["N"]) // 4))
+    return {"BLOCK_N": block_n, "num_warps": min(8, max(1, block_n // 512))}
+
+
+def _online_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    space = [{"BLOCK_N": b, "num_warps": w} for b in (1024, 4096, 16384) for w in (4, 8)]
+    default = _online_default(shape, dtype)
+    return space if default in space else [default, *space]
+
+
+def _online_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    block_n, threads = int(config["BLOCK_N"]), 32 * int(config["num_warps"])
+    if block_n > triton.next_power_of_2(shape["N"]):
+        return f"BLOCK_N={block_n} is wider than the padded row ({triton.next_power_of_2(shape['N'])})"
+    if block_n // threads > 64:
+        return f"{block_n // threads} fp32 values a thread for x and exp(x): registers spill"
+    return None
+
+
+def _online_no_rescale(inputs: Inputs, out, config):
+    """Negative control: triton_online at its default config, but the running sum is not rescaled when
+    the max grows, so every block before the last new max is overcounted by exp(m_new - m_old)."""
+    x = inputs["x"]
+    shape = Shape({"M": x.shape[0], "N": x.shape[1]}, "negative control")
+    return _launch_online(inputs, out, config or _online_default(shape, x.dtype), rescale_sum=False)
 
 
 def _torch_eager(inputs: Inputs, out, config):
@@ -174,6 +412,15 @@ KERNEL = KernelSpec(
                        description="one program per row, whole row in one block (seed 000)",
                        configs=_row_configs, default_config=_row_default, prune=_row_prune,
                        supports=_row_supports),
+        Implementation("triton_persistent", "triton", _prepare_persistent,
+                       description="min(M, num_sms x programs_per_sm) programs, each looping over rows with a "
+                                   "whole-row block",
+                       configs=_persistent_configs, default_config=_persistent_default, prune=_persistent_prune,
+                       supports=_row_supports),
+        Implementation("triton_online", "triton", _prepare_online,
+                       description="one program per row, online max/sum over BLOCK_N-wide column blocks, then "
+                                   "a second pass that writes; any row width",
+                       configs=_online_configs, default_config=_online_default, prune=_online_prune),
         Implementation("torch", "eager", _torch_eager, description="torch.softmax (ATen)", writes_out=False),
         Implementation("torch_compile", "compile", _torch_compile,
                        description="torch.compile(torch.softmax), Inductor-generated Triton", writes_out=False),
@@ -181,6 +428,9 @@ KERNEL = KernelSpec(
     negative_controls=[
         Implementation("naive_no_max", "eager", _naive_no_max, writes_out=False,
                        description="skips the max subtraction: exp overflows on large logits"),
+        Implementation("online_no_rescale", "triton", _online_no_rescale,
+                       configs=lambda shape, dtype: [_online_default(shape, dtype)], default_config=_online_default,
+                       description="triton_online without rescaling the running sum when the max grows"),
     ],
     tolerances={
         torch.float16: Tolerance(2e-6, 1e-3, "fp32 math, one rounding to fp16 on store (2^-11 relative) plus "
@@ -188,7 +438,8 @@ KERNEL = KernelSpec(
         torch.bfloat16: Tolerance(2e-6, 8e-3, "fp32 math, one rounding to bf16 on store (2^-8 relative) "
                                               "with 2x margin"),
         torch.float32: Tolerance(1e-7, 2e-5, "fp32 math; exp via ex2.approx loses ~|x|*2^-23 relative for "
-                                             "large |x - max|, and the sum reorders N terms"),
+                                             "large |x - max|, the sum reorders N terms, and the online "
+                                             "variant rescales it once per new block max"),
     },
     flops=_flops,
     bytes_moved=_bytes,
@@ -197,15 +448,24 @@ KERNEL = KernelSpec(
     shape_sets={
         "cpu": [
             _s("the seed's worked example: N=5, three masked lanes", M=3, N=5),
-            _s("non-power-of-two row with strided rows (row stride 80 > N)", M=33, N=70, stride=80),
+            _s("non-power-of-two row with strided rows (row stride 80 > N); 33 rows > the interpreter's "
+               "4 SMs x programs_per_sm, so persistent programs loop over several rows", M=33, N=70, stride=80),
             _s("one more than a block: 129 pads to 256", M=16, N=129),
+            _s("online loop: the default BLOCK_N=128 gives blocks of 128, 128 and a 44-wide tail", M=3, N=300),
         ],
+        # The HBM-bound shapes hold M*N = 2^26 elements (268 MB of traffic at fp16) with N from 512 to
+        # 262144, so the same bytes move through short rows (persistent vs row) and wide rows (online).
         "gpu": [
             _s("the seed's experiment: [4096, 1000], 2.4% masked lanes", M=4096, N=1000),
             _s("launch-bound: a few small rows", M=64, N=1024),
-            _s("HBM-bound, >= 256 MB of traffic at fp16 (8192 x 8192)", M=8192, N=8192),
-            _s("wide rows, N=32768: register pressure of the one-block kernel", M=4096, N=32768),
+            _s("HBM-bound with many short rows (2^26 elements): 131072 one-KB rows, where a persistent grid "
+               "amortises per-program launch and prefetches the next row", M=131072, N=512),
+            _s("HBM-bound, 2^26 elements (8192 x 8192): the row grid already fills the GPU", M=8192, N=8192),
             _s("non-power-of-two N just above a block (2049 pads to 4096)", M=16384, N=2049),
+            _s("wide rows, 2^26 elements: the largest row triton_row accepts (register pressure of one block) "
+               "against triton_online", M=1024, N=65536),
+            _s("rows too wide for one block, 2^26 elements: only triton_online; 256 programs underfill 132 SMs",
+               M=256, N=262144),
         ],
     },
 )

@@ -74,6 +74,10 @@ def runtime_device_key() -> str:
     return INTERPRETER_KEY
 
 
+class DeviceMismatch(RuntimeError):
+    """A job sees another device than the one its results path is keyed by."""
+
+
 def check_device_key(expected: str) -> None:
     """Refuse to write results under another machine's key (e.g. a container started without ``--nv``)."""
     actual = runtime_device_key()
@@ -82,7 +86,7 @@ def check_device_key(expected: str) -> None:
         if actual == INTERPRETER_KEY:
             hint = (" This job sees no CUDA device: in a container, Apptainer needs --nv (profiles/default "
                     "supplies it); on the host, check CUDA_VISIBLE_DEVICES.")
-        raise RuntimeError(f"this job was planned for device {expected!r} but runs on {actual!r}.{hint}")
+        raise DeviceMismatch(f"this job was planned for device {expected!r} but runs on {actual!r}.{hint}")
 
 
 @cache

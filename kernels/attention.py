@@ -1,0 +1,508 @@
+"""Flash-attention forward (seed 002 §6): ``O = softmax(Q Kᵀ · scale [+ causal mask]) V``.
+
+Q, K, V and O are ``[B, H, S, D]`` tensors with any strides (e.g. ``[B, S, H, D]`` memory viewed as
+``[B, H, S, D]``, as QKV projections produce it); ``scale = 1/sqrt(D)``, as in
+``torch.nn.functional.scaled_dot_product_attention``.
+
+Variants:
+
+* ``triton_flash`` — one program per ``BLOCK_M`` query rows of one (batch, head): grid
+  ``(cdiv(S, BLOCK_M), B*H)``. It walks the key/value sequence in ``BLOCK_N`` blocks with an online
+  softmax, never materialising the S x S scores: a running row max ``m``, a running sum ``l`` and an
+  accumulator that is rescaled by ``exp(m_old - m_new)`` whenever the max grows, all in fp32; the
+  final ``O = acc / l``. ``scale * log2(e)`` is folded into one multiplier so that ``exp2`` replaces
+  ``exp``. The key loop is split in two: blocks that need no mask (every key visible to every row of
+  the query block, none past ``S``) run without compares, then a masked stage covers the causal
+  diagonal and the ragged key tail. Under causal masking, blocks above the diagonal are never loaded.
+
+What the seed's listing gets wrong (so this kernel does not follow it): it divides ``P`` by the
+block sum *and* the accumulator by the running sum (double normalisation), starts ``l`` at 1e-6,
+leaves keys past ``S`` unmasked (they score 0 and take softmax weight), never applies the causal
+mask it describes, and casts ``P`` and ``O`` to fp16 whatever the input dtype.
+
+Non-tensor case parameters (``causal``) travel to ``prepare`` and ``reference`` as a 0-dim input
+``causal``, because ``prepare(inputs, out, config)`` is not given the shape.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelscope import runtime
+from kernelscope.baselines import compiled
+from kernelscope.spec import (Implementation, Inputs, Invariant, KernelSpec, Shape, Tolerance, element_size,
+                              generator, randn)
+
+LOG2E = math.log2(math.e)
+
+#: head dims the kernel accepts: a power of two (tl.arange) that tl.dot takes (>= 16); 256 would
+#: need a [BLOCK_M, 256] fp32 accumulator per program, past the register file at useful BLOCK_M.
+HEAD_DIMS = (16, 32, 64, 128)
+
+#: the naive baselines materialise the [B, H, S, S] probabilities in fp32 (plus the scores and the
+#: cast probabilities in the input dtype: about 2x this at their peak); past this they are refused.
+NAIVE_PROBS_BUDGET = 4 * 2**30
+
+#: fp64 reference: score slices per chunk are bounded by this many bytes, so that S = 8192 runs on
+#: a GPU (B*H*S^2 fp64 at once would be 17 GB for B*H = 32).
+REFERENCE_CHUNK_BYTES = 2**30
+
+#: Interpreter configs: tl.dot needs every dim >= 16, and small tiles keep CPU cases to seconds. The
+#: first is the default; the unequal tiles exercise the causal bounds with BLOCK_M != BLOCK_N.
+INTERPRETER_CONFIGS = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": 4, "num_stages": 1}
+                       for m, n in ((16, 16), (32, 16), (16, 32))]
+
+
+@triton.jit
+def _dot(a, b, acc, BF16_ON_INTERPRETER: tl.constexpr):
+    """``acc + a @ b`` with fp32 accumulation (``acc`` may be None)."""
+    if BF16_ON_INTERPRETER:
+        # Triton's interpreter multiplies bf16 *bit patterns* in tl.dot (triton-lang/triton#11584):
+        # upcast first. bf16 -> fp32 is exact and so are the products, so the math is the GPU's.
+        acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    else:
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
+def _round_to(x, dtype: tl.constexpr, BF16_ON_INTERPRETER: tl.constexpr):
+    """fp32 ``x`` rounded to nearest even in ``dtype`` (what the GPU's cast does)."""
+    if BF16_ON_INTERPRETER:
+        # The interpreter's fp32 -> bf16 cast truncates (even with fp_downcast_rounding="rtne"): round
+        # the bits to nearest even first, so the cast below drops only zeros. Finite x only.
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        x = bits.to(tl.float32, bitcast=True)
+    return x.to(dtype)
+
+
+@triton.jit
+def _attend_kv_blocks(
+    acc, l_i, m_i, q,
+    k_base, v_base,
+    offs_m, seq_len, qk_scale, lo, hi,
+    stride_ks, stride_kd, stride_vs, stride_vd,
+    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, RESCALE_ACC: tl.constexpr, BF16_ON_INTERPRETER: tl.constexpr,
+):
+    """Fold key/value blocks ``[lo, hi)`` into the running (acc, l, m) of one query block.
+
+    ``q``: [BLOCK_M, HEAD_DIM] in the input dtype; ``acc``: [BLOCK_M, HEAD_DIM] fp32; ``l_i``, ``m_i``:
+    [BLOCK_M] fp32, ``m_i`` in log2 units (already multiplied by ``qk_scale``). ``MASKED`` blocks hide
+    keys ``>= seq_len`` and, when ``CAUSAL``, keys after the query row; unmasked blocks must have
+    neither. ``RESCALE_ACC=False`` exists only for the negative control.
+    """
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        # K is loaded as Kᵀ, [HEAD_DIM, BLOCK_N], so that q @ kt needs no transpose in registers.
+        kt_ptrs = k_base + offs_d[:, None] * stride_kd + cols[None, :] * stride_ks
+        v_ptrs = v_base + cols[:, None] * stride_vs + offs_d[None, :] * stride_vd
+        if MASKED:
+            kt = tl.load(kt_ptrs, mask=cols[None, :] < seq_len, other=0.0)
+        else:
+            kt = tl.load(kt_ptrs)
+        qk = _dot(q, kt, None, BF16_ON_INTERPRETER)
+        if MASKED:
+            visible = cols[None, :] < seq_len
+            if CAUSAL:
+                visible = visible & (cols[None, :] <= offs_m[:, None])
+            qk = tl.where(visible, qk * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            qk = qk - m_new[:, None]
+        else:
+            # qk_scale > 0, so the max commutes with the scaling: one FMA per score below.
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            qk = qk * qk_scale - m_new[:, None]
+        # m_new is finite here for every row: the first block a row meets always holds a key it may
+        # see (see the kernel), so m_new - m_i is never -inf - -inf, and exp2(-inf) = 0 for masked keys.
+        p = tl.math.exp2(qk)
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if RESCALE_ACC:
+            acc = acc * alpha[:, None]
+        if MASKED:
+            v = tl.load(v_ptrs, mask=cols[:, None] < seq_len, other=0.0)
+        else:
+            v = tl.load(v_ptrs)
+        # P is rounded to the input dtype for the tensor-core dot; the sum l above used it unrounded.
+        acc = _dot(_round_to(p, v.dtype, BF16_ON_INTERPRETER), v, acc, BF16_ON_INTERPRETER)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _attention_fwd_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr,
+    seq_len, num_heads, qk_scale,
+    stride_qb, stride_qh, stride_qs, stride_qd,
+    stride_kb, stride_kh, stride_ks, stride_kd,
+    stride_vb, stride_vh, stride_vs, stride_vd,
+    stride_ob, stride_oh, stride_os, stride_od,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr, RESCALE_ACC: tl.constexpr, BF16_ON_INTERPRETER: tl.constexpr,
+):
+    """Program (i, bh) computes O rows ``[i*BLOCK_M, (i+1)*BLOCK_M)`` of head ``bh % H`` of batch ``bh // H``.
+
+    ``q_ptr``, ``k_ptr``, ``v_ptr``, ``o_ptr``: [B, H, S, HEAD_DIM], any strides. ``qk_scale`` is
+    ``log2(e) / sqrt(HEAD_DIM)``: scores come out in log2 units for exp2.
+    """
+    start_m = tl.program_id(0)
+    if CAUSAL:
+        # Causal query blocks cost in proportion to their index: launch the heaviest first so the
+        # light ones fill the last wave instead of a heavy one running alone at the end.
+        start_m = tl.num_programs(0) - 1 - start_m
+    off_bh = tl.program_id(1)
+    # 64-bit batch/head offsets: B*H*S*D passes 2^31 elements at long S.
+    off_b = (off_bh // num_heads).to(tl.int64)
+    off_h = (off_bh % num_heads).to(tl.int64)
+    q_base = q_ptr + off_b * stride_qb + off_h * stride_qh
+    k_base = k_ptr + off_b * stride_kb + off_h * stride_kh
+    v_base = v_ptr + off_b * stride_vb + off_h * stride_vh
+    o_base = o_ptr + off_b * stride_ob + off_h * stride_oh
+
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_in = offs_m[:, None] < seq_len
+    q = tl.load(q_base + offs_m[:, None] * stride_qs + offs_d[None, :] * stride_qd, mask=row_in, other=0.0)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+
+    if CAUSAL:
+        # Key blocks ending at or before this block's first row are visible to all its rows (and lie
+        # inside S, since that row does); the rest up to the last row needs the mask, and keys past
+        # the last row are skipped. The first masked block starts at or before the first row, so it
+        # shows every row (padded rows too) at least one key: no row meets a fully masked first block.
+        unmasked_hi = (start_m * BLOCK_M) // BLOCK_N * BLOCK_N
+        hi = tl.minimum((start_m + 1) * BLOCK_M, seq_len)
+    else:
+        unmasked_hi = seq_len // BLOCK_N * BLOCK_N
+        hi = seq_len
+    acc, l_i, m_i = _attend_kv_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, seq_len, qk_scale, 0, unmasked_hi,
+                                      stride_ks, stride_kd, stride_vs, stride_vd,
+                                      HEAD_DIM, BLOCK_N, False, CAUSAL, RESCALE_ACC, BF16_ON_INTERPRETER)
+    acc, l_i, m_i = _attend_kv_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, seq_len, qk_scale, unmasked_hi, hi,
+                                      stride_ks, stride_kd, stride_vs, stride_vd,
+                                      HEAD_DIM, BLOCK_N, True, CAUSAL, RESCALE_ACC, BF16_ON_INTERPRETER)
+    out = acc / l_i[:, None]
+    tl.store(o_base + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od,
+             _round_to(out, o_ptr.dtype.element_ty, BF16_ON_INTERPRETER), mask=row_in)
+
+
+def _is_causal(inputs: Inputs) -> bool:
+    return bool(inputs["causal"])
+
+
+def _check_qkvo(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor) -> None:
+    if q.ndim != 4 or k.shape != q.shape or v.shape != q.shape or out.shape != q.shape:
+        raise ValueError(f"attention expects Q, K, V, O of one shape [B, H, S, D], got {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}, {tuple(v.shape)}, {tuple(out.shape)}")
+    if q.shape[-1] not in HEAD_DIMS:
+        raise ValueError(f"head dim must be one of {HEAD_DIMS}, got {q.shape[-1]}")
+
+
+def _prepare_flash(inputs: Inputs, out: torch.Tensor, config, *, log2e: float = LOG2E,
+                   rescale_acc: bool = True):
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    _check_qkvo(q, k, v, out)
+    causal = _is_causal(inputs)
+    batch, heads, seq_len, head_dim = q.shape
+    block_m, block_n = int(config["BLOCK_M"]), int(config["BLOCK_N"])
+    grid = (triton.cdiv(seq_len, block_m), batch * heads)
+    qk_scale = log2e / math.sqrt(head_dim)
+    strides = (*q.stride(), *k.stride(), *v.stride(), *out.stride())
+    launch = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, RESCALE_ACC=rescale_acc,
+                  BF16_ON_INTERPRETER=runtime.is_interpreter() and q.dtype == torch.bfloat16,
+                  num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]))
+
+    def run() -> torch.Tensor:
+        _attention_fwd_kernel[grid](q, k, v, out, seq_len, heads, qk_scale, *strides, **launch)
+        return out
+
+    return run
+
+
+# Config space: 7 tile/warp pairings x stages {2, 3}, plus a 4-stage pipeline for the two mid-size tiles
+# = 16. Hopper runs one warpgroup MMA per 64 rows, so 8 warps only pay off with 128-row tiles; 64-row
+# tiles keep 4 warps. The smem/register prune below drops what cannot fit a given head dim.
+_TILES = [(64, 32, 4), (64, 64, 4), (64, 128, 4), (128, 32, 4), (128, 64, 4), (128, 64, 8), (128, 128, 8)]
+_CONFIGS = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s} for m, n, w in _TILES for s in (2, 3)] + [
+    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4},
+    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 4},
+]
+
+
+def _flash_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    if runtime.device_limits()["interpreter"]:
+        # The interpreter's timings mean nothing; GPU-sized tiles would only burn CPU.
+        return [dict(c) for c in INTERPRETER_CONFIGS]
+    return [dict(c) for c in _CONFIGS]
+
+
+def _flash_default(shape: Shape, dtype: torch.dtype) -> dict:
+    limits = runtime.device_limits()
+    if limits["interpreter"]:
+        return dict(INTERPRETER_CONFIGS[0])
+    # The Triton tutorial's forward tiles: 128 query rows x 64 keys, 3 stages; 8 warps at D = 128 to
+    # halve the per-thread accumulator (128 x 128 fp32). With less than one wave of 128-row programs,
+    # 64-row programs give the SMs twice as many.
+    block_m = 128 if triton.cdiv(shape["S"], 128) * shape["B"] * shape["H"] >= limits["num_sms"] else 64
+    num_warps = 8 if block_m == 128 and shape["D"] > 64 else 4
+    return {"BLOCK_M": block_m, "BLOCK_N": 64, "num_warps": num_warps, "num_stages": 3}
+
+
+def _flash_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    block_m, block_n = config["BLOCK_M"], config["BLOCK_N"]
+    head_dim, seq_len = shape["D"], shape["S"]
+    span = max(16, triton.next_power_of_2(seq_len))
+    if block_m > span or block_n > span:
+        return f"{block_m}x{block_n} tile for S={seq_len}: more than half of it would be padding"
+    size = element_size(dtype)
+    # Q tile once, then K and V tiles per pipeline stage.
+    smem = block_m * head_dim * size + config["num_stages"] * 2 * block_n * head_dim * size
+    if smem > limits["max_shared_mem_per_block"]:
+        return f"shared memory estimate {smem} B (Q tile + {config['num_stages']} stages of K and V) exceeds " \
+               f"{limits['max_shared_mem_per_block']} B"
+    # fp32 accumulator + fp32 scores + the input-dtype P (half as many registers) per thread; past
+    # ~192 of the 255 registers, the compiler spills (the rest hold Q fragments, m, l, addresses).
+    threads = 32 * config["num_warps"]
+    regs = (block_m * head_dim + 1.5 * block_m * block_n) / threads
+    if regs > 192:
+        return f"~{regs:.0f} registers/thread for the accumulator and scores at D={head_dim}: spills"
+    return None
+
+
+def _flash_supports(shape: Shape, dtype: torch.dtype) -> str | None:
+    if shape["D"] not in HEAD_DIMS:
+        return f"head dim {shape['D']} is not one of {HEAD_DIMS} (power of two for tl.arange, >= 16 for tl.dot, " \
+               f"<= 128 for the register-resident accumulator)"
+    return None
+
+
+def _inferred_default(inputs: Inputs) -> dict:
+    batch, heads, seq_len, head_dim = inputs["q"].shape
+    return _flash_default(Shape({"B": batch, "H": heads, "S": seq_len, "D": head_dim}, "inferred"), inputs["q"].dtype)
+
+
+def _prepare_no_rescale(inputs: Inputs, out: torch.Tensor, config):
+    """Negative control: the accumulator is not rescaled when the running max grows (l still is)."""
+    return _prepare_flash(inputs, out, config or _inferred_default(inputs), rescale_acc=False)
+
+
+def _prepare_exp2_no_log2e(inputs: Inputs, out: torch.Tensor, config):
+    """Negative control: exp2 without log2(e) folded into the scale, i.e. softmax at temperature 1/ln 2."""
+    return _prepare_flash(inputs, out, config or _inferred_default(inputs), log2e=1.0)
+
+
+def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor | None = None
+                    ) -> torch.Tensor:
+    """Attention as written in textbooks: the [B, H, S, S] scores in the input dtype (matmul with fp32
+    accumulation, rounded to fp16/bf16), masked, softmax in fp32, probabilities cast back, then @ V."""
+    scores = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
+    if visible is not None:
+        scores = scores.masked_fill(~visible, float("-inf"))
+    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    return probs @ v
+
+
+def _naive_args(inputs: Inputs) -> tuple[torch.Tensor, ...]:
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    if not _is_causal(inputs):
+        return q, k, v
+    seq_len = q.shape[-2]
+    # Built here, not in the timed closure: the mask is a constant of the problem.
+    return q, k, v, torch.ones(seq_len, seq_len, dtype=torch.bool, device=q.device).tril()
+
+
+def _torch_eager(inputs: Inputs, out, config):
+    args = _naive_args(inputs)
+    return lambda: naive_attention(*args)
+
+
+def _torch_compile(inputs: Inputs, out, config):
+    return compiled(naive_attention, *_naive_args(inputs))
+
+
+def _naive_supports(shape: Shape, dtype: torch.dtype) -> str | None:
+    probs = shape["B"] * shape["H"] * shape["S"] ** 2 * 4
+    if probs > NAIVE_PROBS_BUDGET:
+        return f"materialises {probs / 2**30:.0f} GiB of fp32 probabilities (budget {NAIVE_PROBS_BUDGET / 2**30:.0f} GiB)"
+    return None
+
+
+def _sdpa(inputs: Inputs, out, config):
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    causal = _is_causal(inputs)
+    return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, seed: int) -> Inputs:
+    """Q, K, V as [B, H, S, D] views, in three regimes chosen by ``seed % 3``:
+
+    0: N(0, 1) everywhere: logits q·k/sqrt(D) ~ N(0, 1), diffuse attention.
+    1: Q ~ N(0, 2^2): logits ~ N(0, 2^2), sharp attention dominated by a few keys.
+    2: key j scaled by 0.25 + 2.25 j/S: logit spread grows along the sequence, so the row max keeps
+       rising from one key block to the next (a missing accumulator rescale shows in every row).
+    V ~ N(0, 1) + 0.5 in every regime: an offset mean makes a wrong normaliser show as a shifted output.
+    ``bshd=1`` stores the tensors as [B, S, H, D] (as QKV projections produce them) and transposes the
+    view: strided S and H.
+    """
+    g = generator(seed, device)
+    regime = seed % 3
+    batch, heads, seq_len, head_dim = shape["B"], shape["H"], shape["S"], shape["D"]
+    bshd = bool(shape.params.get("bshd", 0))
+    dims = (batch, seq_len, heads, head_dim) if bshd else (batch, heads, seq_len, head_dim)
+
+    def draw(scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
+        t = randn(dims, torch.float32, g, scale=scale, shift=shift)
+        return t.transpose(1, 2) if bshd else t
+
+    q = draw(scale=2.0 if regime == 1 else 1.0)
+    k = draw()
+    if regime == 2:
+        k = k * (0.25 + 2.25 * torch.arange(seq_len, device=device, dtype=torch.float32) / seq_len)[:, None]
+    v = draw(shift=0.5)
+    # Cast in the storage layout, so the transposed views keep their strides.
+    to = lambda t: (t.transpose(1, 2).contiguous().to(dtype).transpose(1, 2) if bshd else t.contiguous().to(dtype))
+    return {"q": to(q), "k": to(k), "v": to(v),
+            "causal": torch.tensor(int(shape["causal"]), dtype=torch.int32, device=device)}
+
+
+def make_output(inputs: Inputs) -> torch.Tensor:
+    # Same layout as Q (empty_like preserves dense strides), so the [B, S, H, D] case writes O strided too.
+    return torch.empty_like(inputs["q"])
+
+
+def reference(inputs: Inputs) -> torch.Tensor:
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    batch, heads, seq_len, head_dim = q.shape
+    causal = _is_causal(inputs)
+    q3, k3, v3 = (t.reshape(batch * heads, seq_len, head_dim) for t in (q, k, v))
+    out = torch.empty_like(q3)
+    visible = torch.ones(seq_len, seq_len, dtype=torch.bool, device=q.device).tril() if causal else None
+    chunk = max(1, REFERENCE_CHUNK_BYTES // (seq_len * seq_len * 8))
+    for lo in range(0, batch * heads, chunk):
+        sl = slice(lo, lo + chunk)
+        scores = (q3[sl] @ k3[sl].transpose(-1, -2)) / math.sqrt(head_dim)
+        if visible is not None:
+            scores = scores.masked_fill_(~visible, float("-inf"))
+        out[sl] = torch.softmax(scores, dim=-1) @ v3[sl]
+    return out.reshape(batch, heads, seq_len, head_dim)
+
+
+def _hull_excess(out: torch.Tensor, inputs: Inputs) -> float:
+    """How far O leaves the per-column range of the V rows its row may see, relative to max|V|.
+
+    Each output row is a convex combination of visible V rows, whatever the logits.
+    """
+    v = inputs["v"].float()
+    o = out.float()
+    if _is_causal(inputs):
+        hi = torch.cummax(v, dim=-2).values
+        lo = torch.cummin(v, dim=-2).values
+    else:
+        hi = v.amax(dim=-2, keepdim=True)
+        lo = v.amin(dim=-2, keepdim=True)
+    excess = torch.maximum(o - hi, lo - o).clamp_min(0)
+    return float(excess.max() / v.abs().max())
+
+
+def _hull_limit(dtype: torch.dtype) -> float:
+    # P rounded to the input dtype (relative error <= eps/2 each) makes the weights sum to 1 +- eps/2;
+    # rounding O cannot leave the hull (its ends are representable). eps allows 2x that.
+    return torch.finfo(dtype).eps
+
+
+def _visible_pairs(shape: Shape) -> int:
+    seq_len = shape["S"]
+    return seq_len * (seq_len + 1) // 2 if shape["causal"] else seq_len * seq_len
+
+
+def _flops(shape: Shape) -> float:
+    # per visible (query, key) pair: D multiply-adds for the score, D for P @ V (softmax not counted)
+    return 4.0 * shape["B"] * shape["H"] * shape["D"] * _visible_pairs(shape)
+
+
+def _bytes(shape: Shape, dtype: torch.dtype) -> float:
+    # read Q, K, V (B*H*S*D elements each); write O (B*H*S*D elements)
+    return 4.0 * shape["B"] * shape["H"] * shape["S"] * shape["D"] * element_size(dtype)
+
+
+def _s(reason: str, **params: int) -> Shape:
+    return Shape(params, reason)
+
+
+_FP16_EPS, _BF16_EPS = torch.finfo(torch.float16).eps, torch.finfo(torch.bfloat16).eps
+
+KERNEL = KernelSpec(
+    name="attention",
+    description="Flash-attention forward: softmax(Q Kᵀ / sqrt(D) [causal]) V over [B, H, S, D], online softmax.",
+    make_inputs=make_inputs,
+    make_output=make_output,
+    reference=reference,
+    implementations=[
+        Implementation("triton_flash", "triton", _prepare_flash,
+                       description="online-softmax flash attention, one program per BLOCK_M query rows of one "
+                                   "head; unmasked then masked key stages, causal blocks above the diagonal skipped",
+                       configs=_flash_configs, default_config=_flash_default, prune=_flash_prune,
+                       supports=_flash_supports),
+        Implementation("sdpa", "eager", _sdpa, writes_out=False,
+                       description="torch.nn.functional.scaled_dot_product_attention (on CUDA it dispatches to "
+                                   "flash / cuDNN / memory-efficient kernels)"),
+        Implementation("torch", "eager", _torch_eager, writes_out=False, supports=_naive_supports,
+                       description="naive eager attention: S x S scores in the input dtype, softmax in fp32, "
+                                   "probabilities cast back, @ V"),
+        Implementation("torch_compile", "compile", _torch_compile, writes_out=False, supports=_naive_supports,
+                       description="torch.compile of the naive attention (Inductor: matmuls + fused softmax)"),
+    ],
+    negative_controls=[
+        Implementation("triton_no_rescale", "triton", _prepare_no_rescale,
+                       description="forgets to rescale the accumulator by exp(m_old - m_new) when the max grows",
+                       configs=_flash_configs, default_config=_flash_default),
+        Implementation("triton_exp2_no_log2e", "triton", _prepare_exp2_no_log2e,
+                       description="uses exp2 without folding log2(e) into the scale: softmax at the wrong temperature",
+                       configs=_flash_configs, default_config=_flash_default),
+    ],
+    primary_baseline="sdpa",
+    tolerances={
+        torch.float16: Tolerance(8 * _FP16_EPS, _FP16_EPS, "TBD"),
+        torch.bfloat16: Tolerance(8 * _BF16_EPS, _BF16_EPS, "TBD"),
+    },
+    flops=_flops,
+    bytes_moved=_bytes,
+    invariants=[Invariant("hull_excess", _hull_excess, _hull_limit,
+                          "each output row is a convex combination of the V rows it may see")],
+    shape_sets={
+        "cpu": [
+            _s("non-causal, S=37 = 2*16 + 5: ragged query and key tails at the interpreter's 16x16 tiles",
+               B=1, H=2, S=37, D=64, causal=0),
+            _s("causal at S=37: diagonal blocks masked, a partial last query block", B=1, H=2, S=37, D=64, causal=1),
+            _s("one more than a block (17 = 16 + 1), D=128, [B, S, H, D] memory: strided Q/K/V/O",
+               B=2, H=2, S=17, D=128, causal=1, bshd=1),
+            _s("non-causal twin of the strided case: the one-key tail block is visible to every row",
+               B=2, H=2, S=17, D=128, causal=0, bshd=1),
+        ],
+        "gpu": [
+            _s("issue target: 4k prefill at D=128, non-causal (bf16: >= 0.80x SDPA); naive fp32 probabilities "
+               "= 4 GiB, at its budget", B=4, H=16, S=4096, D=128, causal=0),
+            _s("the target causal: half the work, diagonal masking, unequal query blocks", B=4, H=16, S=4096, D=128,
+               causal=1),
+            _s("long context S=8192 causal: naive attention refused (8 GiB of probabilities); flash vs SDPA only",
+               B=2, H=16, S=8192, D=128, causal=1),
+            _s("D=64 heads at 4k: half the FLOPs per byte of D=128", B=4, H=16, S=4096, D=64, causal=0),
+            _s("odd S=1000 = 7*128 + 104: ragged query and key tails at real tile sizes", B=8, H=16, S=1000, D=128,
+               causal=1),
+            _s("launch-bound short prompt: 16 heads x S=128, fewer programs than SMs", B=1, H=16, S=128, D=128,
+               causal=1),
+        ],
+    },
+)

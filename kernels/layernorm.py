@@ -1,0 +1,356 @@
+"""LayerNorm forward over the last dimension of an [M, N] matrix, with weight and bias of shape [N]:
+
+``y = (x - mean) / sqrt(var + eps) * weight + bias``, eps = 1e-5, biased variance, statistics in fp32.
+
+Variants:
+
+* ``triton_row`` — one program per row, ``BLOCK_N = next_power_of_2(N)``: the row is loaded once and
+  stays in registers; the mean is reduced first, then the variance of the *centred* values (two
+  reductions over registers, not E[x^2] - E[x]^2, which cancels catastrophically when
+  |mean| >> std). Only the number of warps is tuned.
+* ``triton_looped`` — one program per row, walking the row in ``BLOCK_N``-wide chunks three times
+  (sum; sum of squared deviations; normalise and store), as Triton's tutorial 05 does. Rows of any
+  width fit; the second and third passes re-read the row, mostly from L2.
+
+Invariants: ``xhat = (y - bias) / weight`` (weight is drawn in [0.5, 1.5], so the division is well
+conditioned) must have, per row, mean 0 and variance var / (var + eps).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from kernelscope.baselines import compiled
+from kernelscope.spec import (Implementation, Inputs, Invariant, KernelSpec, Shape, Tolerance, element_size,
+                              generator, randn)
+
+EPS = 1e-5
+# Largest row the one-program-per-row kernel accepts: the whole row lives in registers.
+MAX_ROW_BLOCK = 65536
+ROW_MAX_PER_THREAD = 128
+LOOP_BLOCK_NS = (1024, 4096)
+LOOP_NUM_WARPS = (4, 8)
+
+
+@triton.jit
+def _layernorm_row_kernel(
+    out_ptr, x_ptr, w_ptr, b_ptr,
+    N,
+    stride_xm, stride_om,
+    eps,
+    BLOCK_N: tl.constexpr,
+):
+    """One program normalises one row held whole in registers.
+
+    ``x_ptr``: [M, N], row stride ``stride_xm``, unit column stride; ``out_ptr``: [M, N], row stride
+    ``stride_om``; ``w_ptr``, ``b_ptr``: [N], contiguous.
+    """
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / N
+    # Masked lanes must not contribute (mean - 0)^2 to the variance.
+    xc = tl.where(mask, x - mean, 0.0)
+    var = tl.sum(xc * xc, axis=0) / N
+    rstd = tl.rsqrt(var + eps)
+    w = tl.load(w_ptr + cols, mask=mask).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=mask).to(tl.float32)
+    y = xc * rstd * w + b
+    tl.store(out_ptr + row * stride_om + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _layernorm_looped_kernel(
+    out_ptr, x_ptr, w_ptr, b_ptr,
+    N,
+    stride_xm, stride_om,
+    eps,
+    BLOCK_N: tl.constexpr,
+):
+    """One program normalises one row in ``BLOCK_N``-wide chunks, three passes over the row.
+
+    Pointers as in ``_layernorm_row_kernel``. Each pass accumulates per lane and reduces once at the
+    end, so the summation is blocked (pairwise across lanes) rather than one long running sum.
+    """
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * stride_xm
+    out_row = out_ptr + row * stride_om
+    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for start in range(0, N, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        acc += tl.load(x_row + cols, mask=cols < N, other=0.0).to(tl.float32)
+    mean = tl.sum(acc, axis=0) / N
+    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for start in range(0, N, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        mask = cols < N
+        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+        xc = tl.where(mask, x - mean, 0.0)
+        acc += xc * xc
+    rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
+    for start in range(0, N, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        mask = cols < N
+        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=mask).to(tl.float32)
+        b = tl.load(b_ptr + cols, mask=mask).to(tl.float32)
+        tl.store(out_row + cols, ((x - mean) * rstd * w + b).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _check(inputs: Inputs, out: torch.Tensor) -> None:
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    if x.ndim != 2 or x.stride(1) != 1:
+        raise ValueError(f"layernorm expects a 2-D x with unit column stride, got shape {tuple(x.shape)} "
+                         f"strides {x.stride()}")
+    if out.shape != x.shape or out.stride(1) != 1:
+        raise ValueError(f"output must match x's shape {tuple(x.shape)} with unit column stride")
+    for name, t in (("weight", w), ("bias", b)):
+        if t.shape != (x.shape[1],) or t.stride(0) != 1:
+            raise ValueError(f"{name} must be a contiguous [{x.shape[1]}] vector, got shape {tuple(t.shape)}")
+
+
+def _launcher(kernel, inputs: Inputs, out: torch.Tensor, block_n: int, num_warps: int):
+    _check(inputs, out)
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    n_rows, n_cols = x.shape
+
+    def run() -> torch.Tensor:
+        kernel[(n_rows,)](out, x, w, b, n_cols, x.stride(0), out.stride(0), EPS, BLOCK_N=block_n,
+                          num_warps=num_warps)
+        return out
+
+    return run
+
+
+def _prepare_row(inputs: Inputs, out: torch.Tensor, config):
+    block_n = triton.next_power_of_2(inputs["x"].shape[1])
+    return _launcher(_layernorm_row_kernel, inputs, out, block_n, int(config["num_warps"]))
+
+
+def _prepare_looped(inputs: Inputs, out: torch.Tensor, config):
+    return _launcher(_layernorm_looped_kernel, inputs, out, int(config["BLOCK_N"]), int(config["num_warps"]))
+
+
+def _tutorial_num_warps(block_n: int) -> int:
+    # Triton tutorial 05 (layer norm): one warp per 256 elements of the block, between 1 and 8.
+    return min(max(block_n // 256, 1), 8)
+
+
+def _row_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    return [{"num_warps": w} for w in (2, 4, 8, 16, 32)]
+
+
+def _row_default(shape: Shape, dtype: torch.dtype) -> dict:
+    # Triton tutorial 02 (fused softmax), whose one-row-in-registers kernel this one mirrors:
+    # 4 warps, 8 from a 2048-wide block, 16 from 4096.
+    block = triton.next_power_of_2(shape["N"])
+    return {"num_warps": 16 if block >= 4096 else 8 if block >= 2048 else 4}
+
+
+def _row_supports(shape: Shape, dtype: torch.dtype) -> str | None:
+    block = triton.next_power_of_2(shape["N"])
+    if block > MAX_ROW_BLOCK:
+        return f"one program per row holds the whole row in registers; N={shape['N']} needs a {block}-wide block"
+    return None
+
+
+def _row_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    block = triton.next_power_of_2(shape["N"])
+    threads = 32 * int(config["num_warps"])
+    # With fewer elements than threads, the extra warps only idle.
+    if threads > max(block, 32):
+        return f"{threads} threads for a {block}-wide row: warps with no element"
+    # x, x - mean, weight and bias are live together: past 128 fp32 values of x per thread that is
+    # over the 255-register limit, so the config spills (and takes minutes to compile).
+    if block // threads > ROW_MAX_PER_THREAD:
+        return f"{block // threads} elements per thread (> {ROW_MAX_PER_THREAD}): spills past 255 registers"
+    return None
+
+
+def _looped_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    return [{"BLOCK_N": n, "num_warps": w} for n in LOOP_BLOCK_NS for w in LOOP_NUM_WARPS]
+
+
+def _looped_default(shape: Shape, dtype: torch.dtype) -> dict:
+    block_n = min(LOOP_BLOCK_NS[-1], triton.next_power_of_2(shape["N"]))
+    return {"BLOCK_N": block_n, "num_warps": _tutorial_num_warps(block_n)}
+
+
+def _looped_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    # A chunk wider than the (padded) row only adds masked lanes; the smallest chunk stays.
+    padded = triton.next_power_of_2(shape["N"])
+    if config["BLOCK_N"] > max(padded, LOOP_BLOCK_NS[0]):
+        return f"BLOCK_N={config['BLOCK_N']} is wider than the padded row ({padded})"
+    return None
+
+
+def _layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, EPS)
+
+
+def _torch_eager(inputs: Inputs, out, config):
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    return lambda: _layer_norm(x, w, b)
+
+
+def _torch_compile(inputs: Inputs, out, config):
+    return compiled(_layer_norm, inputs["x"], inputs["weight"], inputs["bias"])
+
+
+def _no_eps(inputs: Inputs, out, config):
+    """Negative control: divides by sqrt(var) without eps; wrong when var is not >> eps, NaN when 0."""
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+
+    def run():
+        xf = x.float()
+        xc = xf - xf.mean(dim=-1, keepdim=True)
+        var = (xc * xc).mean(dim=-1, keepdim=True)
+        return (xc / var.sqrt() * w.float() + b.float()).to(x.dtype)
+
+    return run
+
+
+def _one_pass_variance_fp16(inputs: Inputs, out, config):
+    """Negative control: var = E[x^2] - E[x]^2 in half precision (a careless autocast): with a mean
+    offset of 32 std, both terms are ~1024, where an fp16 ulp is 1, i.e. the size of the variance."""
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+
+    def run():
+        xh = x.half()
+        mean = xh.mean(dim=-1, keepdim=True)
+        var = (xh * xh).mean(dim=-1, keepdim=True) - mean * mean
+        return ((xh - mean) * torch.rsqrt(var + EPS) * w.half() + b.half()).to(x.dtype)
+
+    return run
+
+
+def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, seed: int) -> Inputs:
+    """Rows in three regimes, chosen by ``seed % 3``, with weight ~ U[0.5, 1.5) and bias ~ N(0, 0.5^2):
+
+    0: x ~ N(0, 1); 1: x ~ 32 + N(0, 1), a mean offset of 32 std (E[x^2] - E[x]^2 cancels ~10 bits;
+    32 keeps the N(0, 1) part resolved even in bf16, whose ulp at 32 is 0.25);
+    2: x ~ N(0, 1e-3^2), variance 1e-6 < eps, where eps sets the scale of the output.
+    A ``stride`` shape parameter > N makes the rows non-contiguous.
+    """
+    g = generator(seed, device)
+    scale, shift = [(1.0, 0.0), (1.0, 32.0), (1e-3, 0.0)][seed % 3]
+    n_rows, n_cols = shape["M"], shape["N"]
+    row_stride = shape.params.get("stride", n_cols)
+    x = randn((n_rows, row_stride), dtype, g, scale=scale, shift=shift)[:, :n_cols]
+    # Bounded away from 0 so the invariant can undo the affine step: (y - bias) / weight.
+    weight = (0.5 + torch.rand((n_cols,), generator=g, dtype=torch.float32, device=g.device)).to(dtype)
+    bias = randn((n_cols,), dtype, g, scale=0.5)
+    return {"x": x, "weight": weight, "bias": bias}
+
+
+def make_output(inputs: Inputs) -> torch.Tensor:
+    return torch.empty_like(inputs["x"], memory_format=torch.contiguous_format)
+
+
+def reference(inputs: Inputs) -> torch.Tensor:
+    return _layer_norm(inputs["x"], inputs["weight"], inputs["bias"])
+
+
+def _normalised_rows(out: torch.Tensor, inputs: Inputs) -> torch.Tensor:
+    """xhat = (y - bias) / weight in fp64: the rows as they were before the affine step."""
+    return (out.to(torch.float64) - inputs["bias"].to(torch.float64)) / inputs["weight"].to(torch.float64)
+
+
+def _row_mean_error(out: torch.Tensor, inputs: Inputs) -> float:
+    return float(_normalised_rows(out, inputs).mean(dim=-1).abs().max())
+
+
+def _row_variance_error(out: torch.Tensor, inputs: Inputs) -> float:
+    xhat = _normalised_rows(out, inputs)
+    var_x = inputs["x"].to(torch.float64).var(dim=-1, unbiased=False)
+    expected = var_x / (var_x + EPS)  # exactly 1 - eps / (var + eps): not 1 when var is near eps
+    return float((xhat.var(dim=-1, unbiased=False) - expected).abs().max())
+
+
+def _moment_limit(dtype: torch.dtype) -> float:
+    # Storing y rounds it by u = eps/2 relative; undoing the affine step divides by weight >= 0.5, so
+    # xhat_i is off by <= 2u |y_i|, with |y| <= 1.5 |xhat| + |bias| <~ 10. A row's mean is then off by
+    # <= 20u = 10 eps and its variance (2 cov(xhat, error)) by <~ 8u = 4 eps; 16 eps also covers the
+    # interpreter's truncating bf16 casts (u = eps). Plus the fp32 statistics' own error on rows
+    # offset by 32 std: the mean is off by <= ~6e-6 std (see the fp32 tolerance), with 16x margin.
+    return 16 * torch.finfo(dtype).eps + 1e-4
+
+
+def _flops(shape: Shape) -> float:
+    # per element: add to the sum, centre, square and accumulate (2), scale by rstd, affine (2)
+    return 7.0 * shape["M"] * shape["N"]
+
+
+def _bytes(shape: Shape, dtype: torch.dtype) -> float:
+    # read MN elements and 2N (weight, bias); write MN elements
+    return float((2 * shape["M"] * shape["N"] + 2 * shape["N"]) * element_size(dtype))
+
+
+def _s(reason: str, **params: int) -> Shape:
+    return Shape(params, reason)
+
+
+KERNEL = KernelSpec(
+    name="layernorm",
+    description="LayerNorm forward over the last dimension of an M x N matrix, weight and bias [N], eps 1e-5.",
+    make_inputs=make_inputs,
+    make_output=make_output,
+    reference=reference,
+    implementations=[
+        Implementation("triton_row", "triton", _prepare_row,
+                       description="one program per row, whole row in registers, mean then centred variance",
+                       configs=_row_configs, default_config=_row_default, prune=_row_prune,
+                       supports=_row_supports),
+        Implementation("triton_looped", "triton", _prepare_looped,
+                       description="one program per row, three passes over BLOCK_N-wide chunks (tutorial 05)",
+                       configs=_looped_configs, default_config=_looped_default, prune=_looped_prune),
+        Implementation("torch", "eager", _torch_eager, description="torch.nn.functional.layer_norm (ATen)",
+                       writes_out=False),
+        Implementation("torch_compile", "compile", _torch_compile,
+                       description="torch.compile(F.layer_norm), Inductor-generated Triton", writes_out=False),
+    ],
+    negative_controls=[
+        Implementation("no_eps", "eager", _no_eps, writes_out=False,
+                       description="rsqrt(var) without eps: 3.3x too large when var = eps / 10, NaN on constant rows"),
+        Implementation("one_pass_variance_fp16", "eager", _one_pass_variance_fp16, writes_out=False,
+                       description="E[x^2] - E[x]^2 in fp16: catastrophic cancellation on rows offset by 32 std"),
+    ],
+    tolerances={
+        torch.float16: Tolerance(1e-4, 1e-3, "fp32 statistics, one rounding to fp16 (2^-11 relative); atol "
+                                             "for y near 0 and fp32's mean error on rows offset by 32 std"),
+        torch.bfloat16: Tolerance(1e-3, 8e-3, "fp32 statistics, one rounding to bf16 (2^-8 relative) with 2x "
+                                              "margin; atol for y near 0"),
+        torch.float32: Tolerance(1e-4, 1e-5, "fp32 statistics: on rows offset by 32 std the fp32 mean is off "
+                                             "by <= ~6e-6 std (2^-24 * 32 per rounding; max over 4096 rows of "
+                                             "a simulated GPU reduction order), times weight <= 1.5; ~7x margin"),
+    },
+    flops=_flops,
+    bytes_moved=_bytes,
+    invariants=[
+        Invariant("normalised_mean_error", _row_mean_error, _moment_limit,
+                  "before the affine step every row has mean 0"),
+        Invariant("normalised_variance_error", _row_variance_error, _moment_limit,
+                  "before the affine step every row has variance var / (var + eps)"),
+    ],
+    shape_sets={
+        "cpu": [
+            _s("tiny, non-power-of-two row: 3 masked lanes of 8", M=3, N=5),
+            _s("strided rows (row stride 80 > N = 70)", M=33, N=70, stride=80),
+            _s("one more than a block: 129 pads to 256", M=16, N=129),
+        ],
+        "gpu": [
+            _s("decode-sized batch: 32 rows of 4096, a quarter of the SMs busy (launch-bound)", M=32, N=4096),
+            _s("LLaMA-7B hidden size, 16384 tokens: 256 MB of traffic at fp16", M=16384, N=4096),
+            _s("LLaMA-70B hidden size, 16384 tokens: 512 MB at fp16, 32 fp32 elements per thread at 8 warps",
+               M=16384, N=8192),
+            _s("odd N just past a power of two: the row kernel pads 4097 to 8192, the looped one has a "
+               "1-element tail chunk", M=8192, N=4097),
+            _s("wide rows, N = 65536: the row kernel's register limit against the looped kernel; 256 MB at fp16",
+               M=1024, N=65536),
+        ],
+    },
+)

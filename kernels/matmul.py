@@ -1,0 +1,628 @@
+"""Dense matrix multiplication ``C = A @ B`` with A [M, K], B [K, N], C [M, N] (seed 002, §4.2 and §5.2).
+
+Variants:
+
+* ``triton_grouped`` — the seed's tiled ``tl.dot`` kernel, corrected and generalised: a 1-D grid whose
+  program ids are reordered by the ``GROUP_M`` swizzle (consecutive programs share A row-panels and B
+  column-panels, so those stay in L2), fp32 accumulation, arbitrary strides for A, B and C (transposed
+  views work), M and N edges handled by wrapping the load rows (the wrapped rows are never stored) and
+  the K edge by a mask. The seed launched a 2-D grid with no swizzle although it declared ``GROUP_M``,
+  hard-coded an fp16 store, and masked M/N on every load; its ``@triton.autotune`` (§5.2) is replaced by
+  the pipeline's own sweep over the declared config space (``_HOPPER_TILES`` + ``_SMALL_TILES``).
+* ``triton_persistent`` — one program per SM (``grid = min(tiles, SMs)``), each looping over the tiles
+  ``pid, pid + programs, ...`` in the same ``GROUP_M`` order. With ``TMA=1`` the operands are read and C is
+  written through device-side tensor descriptors (TMA on sm_90+), built once per program before its
+  tile loop: they zero-fill the K tail and clip the M/N edges in hardware. ``TMA=1`` needs
+  ``tl.make_tensor_descriptor`` and ``triton.set_allocator``, a device of compute capability >= 9 (or the
+  interpreter, which emulates descriptors), and every operand with one unit stride, the other stride a
+  multiple of 16 bytes and a 16-byte-aligned base; a column-major A or B gets a descriptor over its
+  transpose (C is always allocated row-major). Otherwise the config must say ``TMA=0``: plain pointer
+  loads, the same code as ``triton_grouped``. The path is a config value, so every sweep record and
+  report line says which one ran. :func:`tma_unsupported_reason` is the one feature check.
+
+Both variants support fp16 and bf16 (fp32 inputs are left out: ``tl.dot`` would use tf32). Offsets are
+32-bit, so each operand must have fewer than 2^31 elements.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelscope import runtime
+from kernelscope.baselines import compiled
+from kernelscope.spec import Implementation, Inputs, KernelSpec, Shape, Tolerance, element_size, generator, randn
+
+# Offsets inside the kernels are int32 (cheaper address arithmetic); larger operands are refused.
+MAX_OPERAND_ELEMENTS = 2**31 - 1
+# TMA boxes: each block dimension a power of two of at most 256 elements.
+MAX_TMA_BOX = 256
+# Global memory for one device-side tensor descriptor (a CUtensorMap is 128 bytes); three per program.
+DESCRIPTOR_BYTES = 128
+
+# Whether this Triton can build tensor descriptors inside a kernel (3.4 onwards); checked once, by feature.
+HAS_DEVICE_DESCRIPTORS = hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Kernels
+# --------------------------------------------------------------------------------------------------------
+
+@triton.jit
+def _tile_coordinates(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Map a linear tile id to (pid_m, pid_n) so that GROUP_M consecutive row-tiles are visited column by
+    column: a group reads GROUP_M row-panels of A and each column-panel of B once while they are in L2,
+    instead of streaming all of B again for every row-tile. The last group may be shorter."""
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = tile_id // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((tile_id % num_pid_in_group) % group_size_m)
+    pid_n = (tile_id % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _mma(a, b, acc, DOT_IN_FP32: tl.constexpr):
+    """acc + a @ b in fp32. DOT_IN_FP32 (set only under the interpreter for bf16, whose ``tl.dot`` there
+    multiplies the raw uint16 bit patterns: triton-lang/triton#11584) upcasts the operands first; the
+    result is the same, since products of 16-bit floats are exact in fp32 on the tensor cores too."""
+    if DOT_IN_FP32:
+        acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    else:
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
+def _tile_dot_pointers(
+    a_ptr, b_ptr,
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn,
+    pid_m, pid_n,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_IN_FP32: tl.constexpr,
+):
+    """fp32 accumulator of one [BLOCK_M, BLOCK_N] tile of A @ B, read through pointers.
+
+    Rows of A and columns of B past the edge are wrapped (``% M``, ``% N``) rather than masked: they read
+    valid memory, feed only output rows/columns that the store masks out, and keep the loads unmasked
+    along M and N. The K tail is masked to zero, because there a wrong value would enter valid outputs.
+    """
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        acc = _mma(a, b, acc, DOT_IN_FP32)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    return acc
+
+
+@triton.jit
+def _store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Round the fp32 tile once to C's dtype and store the part inside [M, N]."""
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+    mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _matmul_grouped_kernel(
+    # pointers
+    a_ptr, b_ptr, c_ptr,
+    # sizes
+    M, N, K,
+    # strides
+    stride_am, stride_ak,
+    stride_bk, stride_bn,
+    stride_cm, stride_cn,
+    # meta-parameters
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, DOT_IN_FP32: tl.constexpr,
+):
+    """One program per C tile on a 1-D grid of cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs, ordered by
+    the GROUP_M swizzle. ``a_ptr``: [M, K]; ``b_ptr``: [K, N]; ``c_ptr``: [M, N]; any strides."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = _tile_coordinates(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
+    acc = _tile_dot_pointers(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                             pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, DOT_IN_FP32)
+    _store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def _operand_descriptor(ptr, ROWS, COLS, stride_row, stride_col,
+                        BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, COL_MAJOR: tl.constexpr):
+    """Descriptor over a [ROWS, COLS] operand. TMA needs the innermost dimension contiguous, so a
+    column-major operand (``stride_row == 1``) is described as its transpose [COLS, ROWS]."""
+    if COL_MAJOR:
+        desc = tl.make_tensor_descriptor(ptr, shape=[COLS, ROWS], strides=[stride_col, 1],
+                                         block_shape=[BLOCK_COLS, BLOCK_ROWS])
+    else:
+        desc = tl.make_tensor_descriptor(ptr, shape=[ROWS, COLS], strides=[stride_row, 1],
+                                         block_shape=[BLOCK_ROWS, BLOCK_COLS])
+    return desc
+
+
+@triton.jit
+def _load_operand(desc, row, col, COL_MAJOR: tl.constexpr):
+    """The [BLOCK_ROWS, BLOCK_COLS] block at (row, col); out-of-bounds elements read as zero. For a
+    column-major operand the transposed block is loaded and viewed transposed (no data movement: the dot
+    reads the shared-memory tile in the other major order)."""
+    if COL_MAJOR:
+        block = desc.load([col, row]).T
+    else:
+        block = desc.load([row, col])
+    return block
+
+
+@triton.jit
+def _matmul_persistent_kernel(
+    # pointers
+    a_ptr, b_ptr, c_ptr,
+    # sizes
+    M, N, K,
+    # strides
+    stride_am, stride_ak,
+    stride_bk, stride_bn,
+    stride_cm, stride_cn,
+    # meta-parameters
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    USE_TMA: tl.constexpr, A_COL_MAJOR: tl.constexpr, B_COL_MAJOR: tl.constexpr, DOT_IN_FP32: tl.constexpr,
+):
+    """Persistent: a grid of at most one program per SM, each looping over the tiles pid, pid + programs,
+    ... in GROUP_M order, so no launch or tail wave of short-lived programs. ``a_ptr``: [M, K];
+    ``b_ptr``: [K, N]; ``c_ptr``: [M, N]. With USE_TMA, operands go through tensor descriptors (which
+    need the layout conditions checked by ``tma_unsupported_reason``; A_COL_MAJOR / B_COL_MAJOR say which
+    operands are described through their transpose); otherwise any strides, through pointers."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    num_programs = tl.num_programs(0)
+    if USE_TMA:
+        a_desc = _operand_descriptor(a_ptr, M, K, stride_am, stride_ak, BLOCK_M, BLOCK_K, A_COL_MAJOR)
+        b_desc = _operand_descriptor(b_ptr, K, N, stride_bk, stride_bn, BLOCK_K, BLOCK_N, B_COL_MAJOR)
+        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
+                                           block_shape=[BLOCK_M, BLOCK_N])
+    for tile_id in range(tl.program_id(0), num_tiles, num_programs):
+        pid_m, pid_n = _tile_coordinates(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        if USE_TMA:
+            off_m = pid_m * BLOCK_M
+            off_n = pid_n * BLOCK_N
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k in range(0, tl.cdiv(K, BLOCK_K)):
+                a = _load_operand(a_desc, off_m, k * BLOCK_K, A_COL_MAJOR)
+                b = _load_operand(b_desc, k * BLOCK_K, off_n, B_COL_MAJOR)
+                acc = _mma(a, b, acc, DOT_IN_FP32)
+            c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
+        else:
+            acc = _tile_dot_pointers(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                                     pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, DOT_IN_FP32)
+            _store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N)
+
+
+# --------------------------------------------------------------------------------------------------------
+# TMA feature check and descriptor scratch memory
+# --------------------------------------------------------------------------------------------------------
+
+def tma_unsupported_reason(operands: Mapping[str, tuple[Sequence[int], int]], elem_bytes: int,
+                           limits: Mapping[str, Any], has_descriptors: bool = HAS_DEVICE_DESCRIPTORS) -> str | None:
+    """Why tensor descriptors cannot serve these operands, or None if they can.
+
+    ``operands`` maps a name to ``(strides, data_ptr)`` of a 2-D operand; ``limits`` is
+    ``runtime.device_limits()``; ``has_descriptors`` says whether the installed Triton has device-side
+    descriptors (a parameter so the selection can be tested without another Triton).
+    """
+    if not has_descriptors:
+        return "this Triton has no tl.make_tensor_descriptor / triton.set_allocator"
+    if not limits.get("interpreter") and tuple(limits["capability"]) < (9, 0):
+        return f"TMA needs compute capability >= 9.0, the device has {tuple(limits['capability'])}"
+    for name, (strides, data_ptr) in operands.items():
+        if data_ptr % 16:
+            return f"{name}: base address is not 16-byte aligned"
+        if 1 not in strides:
+            return f"{name}: no unit stride (strides {tuple(strides)}), TMA needs one contiguous dimension"
+        outer = strides[0] if strides[1] == 1 else strides[1]
+        if (outer * elem_bytes) % 16:
+            return f"{name}: outer stride {outer} x {elem_bytes} B is not a multiple of 16 bytes"
+    return None
+
+
+def _col_major(strides: Sequence[int]) -> bool:
+    """A [rows, cols] operand is read through its transpose when its columns, not its rows, are contiguous."""
+    return strides[1] != 1 and strides[0] == 1
+
+
+class _DescriptorScratch:
+    """The ``triton.set_allocator`` hook: global memory where each program writes its device-side
+    descriptors. ``prepare`` reserves it, so the timed launch allocates nothing; the buffer is shared by
+    all launches (same stream, so never by two at once) and only grows if a launch asks for more."""
+
+    def __init__(self) -> None:
+        self.buffer: torch.Tensor | None = None
+
+    def reserve(self, nbytes: int, device: torch.device) -> None:
+        if self.buffer is None or self.buffer.numel() < nbytes or self.buffer.device != device:
+            self.buffer = torch.empty(nbytes, dtype=torch.int8, device=device)
+
+    def __call__(self, size: int, alignment: int, stream: int | None) -> torch.Tensor:
+        # torch's allocations are at least 256-byte aligned, more than descriptors need (128)
+        if self.buffer is None or self.buffer.numel() < size:
+            self.reserve(size, runtime.device())
+        return self.buffer
+
+
+_SCRATCH = _DescriptorScratch()
+
+
+# --------------------------------------------------------------------------------------------------------
+# Launchers
+# --------------------------------------------------------------------------------------------------------
+
+def _operands(inputs: Inputs, out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int, int, int]:
+    a, b = inputs["a"], inputs["b"]
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul expects A [M, K] and B [K, N], got {tuple(a.shape)} and {tuple(b.shape)}")
+    M, K = a.shape
+    N = b.shape[1]
+    if out.shape != (M, N) or out.dtype != a.dtype or b.dtype != a.dtype:
+        raise ValueError(f"C must be [{M}, {N}] of {a.dtype} like A and B, got {tuple(out.shape)} {out.dtype}")
+    return a, b, M, N, K
+
+
+def _strides(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> tuple[int, ...]:
+    return (a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1))
+
+
+def _meta(config: Mapping[str, Any], dtype: torch.dtype) -> dict[str, Any]:
+    return {"BLOCK_M": int(config["BLOCK_M"]), "BLOCK_N": int(config["BLOCK_N"]), "BLOCK_K": int(config["BLOCK_K"]),
+            "GROUP_M": int(config["GROUP_M"]), "num_warps": int(config["num_warps"]),
+            "num_stages": int(config["num_stages"]),
+            "DOT_IN_FP32": bool(runtime.device_limits()["interpreter"]) and dtype == torch.bfloat16}
+
+
+def _num_tiles(M: int, N: int, config: Mapping[str, Any]) -> int:
+    return triton.cdiv(M, int(config["BLOCK_M"])) * triton.cdiv(N, int(config["BLOCK_N"]))
+
+
+def _launch_grouped(a, b, out, M, N, K, config) -> callable:
+    grid = (_num_tiles(M, N, config),)
+    args = (a, b, out, M, N, K, *_strides(a, b, out))
+    meta = _meta(config, a.dtype)
+
+    def run() -> torch.Tensor:
+        _matmul_grouped_kernel[grid](*args, **meta)
+        return out
+
+    return run
+
+
+def _prepare_grouped(inputs: Inputs, out: torch.Tensor, config) -> callable:
+    a, b, M, N, K = _operands(inputs, out)
+    return _launch_grouped(a, b, out, M, N, K, config)
+
+
+def persistent_grid(M: int, N: int, config: Mapping[str, Any], num_sms: int) -> tuple[int]:
+    """One program per SM, or one per tile when there are fewer tiles than SMs."""
+    return (min(_num_tiles(M, N, config), num_sms),)
+
+
+def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
+    a, b, M, N, K = _operands(inputs, out)
+    grid = persistent_grid(M, N, config, runtime.device_limits()["num_sms"])
+    use_tma = bool(config["TMA"])
+    if use_tma:
+        operands = {"A": (a.stride(), a.data_ptr()), "B": (b.stride(), b.data_ptr()),
+                    "C": (out.stride(), out.data_ptr())}
+        reason = tma_unsupported_reason(operands, a.element_size(), runtime.device_limits())
+        if reason is None and out.stride(1) != 1:
+            reason = "C: the store descriptor needs C's columns contiguous"
+        if reason:
+            raise ValueError(f"config asks for TMA=1 but {reason}")
+        _SCRATCH.reserve(grid[0] * 3 * DESCRIPTOR_BYTES, a.device)
+        # A ContextVar read at launch: set here, in the process and thread that will launch.
+        triton.set_allocator(_SCRATCH)
+    args = (a, b, out, M, N, K, *_strides(a, b, out))
+    meta = {**_meta(config, a.dtype), "USE_TMA": use_tma,
+            "A_COL_MAJOR": use_tma and _col_major(a.stride()), "B_COL_MAJOR": use_tma and _col_major(b.stride())}
+
+    def run() -> torch.Tensor:
+        _matmul_persistent_kernel[grid](*args, **meta)
+        return out
+
+    return run
+
+
+# --------------------------------------------------------------------------------------------------------
+# Config spaces
+# --------------------------------------------------------------------------------------------------------
+
+def _config(block_m: int, block_n: int, block_k: int, group_m: int, warps: int, stages: int, **extra: int) -> dict:
+    return {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "GROUP_M": group_m,
+            "num_warps": warps, "num_stages": stages, **extra}
+
+
+# Tiles known to do well on Hopper for 16-bit inputs: Triton's matmul tutorials (03, 09) and the
+# 128-row warpgroup shapes wgmma favours. 128x256x64 w8 s3 is the persistent tutorial's fp16 choice.
+_HOPPER_TILES = [
+    (128, 256, 64, 8, 8, 3),
+    (128, 256, 64, 8, 8, 4),
+    (256, 128, 64, 8, 8, 3),
+    (128, 128, 64, 8, 4, 4),
+    (128, 128, 64, 8, 8, 3),
+    (64, 256, 32, 8, 4, 4),
+    (128, 128, 32, 8, 4, 4),
+    (128, 64, 64, 8, 4, 4),
+    (64, 128, 64, 8, 4, 4),
+    (64, 64, 64, 8, 4, 4),
+]
+# Small tiles: enough programs for small (launch-bound) problems, and cheap under the interpreter.
+# GROUP_M 2 makes the swizzle's short last group appear on tiny problems.
+_SMALL_TILES = [
+    (32, 32, 32, 4, 2, 3),
+    (16, 16, 16, 2, 1, 2),
+]
+# Problems up to this many output elements also get the small tiles; on larger ones a 32x32 tile means
+# thousands of programs with the tensor cores mostly idle, which only costs sweep time.
+SMALL_TILE_MAX_OUTPUT = 512 * 512
+
+
+def _grouped_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    tiles = _HOPPER_TILES + (_SMALL_TILES if shape["M"] * shape["N"] <= SMALL_TILE_MAX_OUTPUT else [])
+    return [_config(*t) for t in tiles]
+
+
+# Persistent: TMA on for the Hopper tiles (the path the variant exists for), off for the three strongest
+# so the sweep measures what TMA buys; both paths for the small tiles.
+_PERSISTENT_TMA_TILES = [(128, 256, 64, 8, 8, 3), (256, 128, 64, 8, 8, 3), (128, 128, 64, 8, 8, 4),
+                         (128, 128, 64, 8, 4, 4), (128, 64, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4)]
+_PERSISTENT_POINTER_TILES = [(128, 256, 64, 8, 8, 3), (128, 128, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4)]
+
+
+def _persistent_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    configs = [_config(*t, TMA=1) for t in _PERSISTENT_TMA_TILES]
+    configs += [_config(*t, TMA=0) for t in _PERSISTENT_POINTER_TILES]
+    if shape["M"] * shape["N"] <= SMALL_TILE_MAX_OUTPUT:
+        configs += [_config(*t, TMA=tma) for t in _SMALL_TILES for tma in (1, 0)]
+    return configs
+
+
+def _fit_tile(config: dict, shape: Shape) -> dict:
+    """Shrink each block to the problem (powers of two, >= 16 for tl.dot), so a tiny problem (and the
+    interpreter, whose cost grows with the tile) does not run a mostly-masked 128-wide tile. Below
+    128x128 the second warpgroup has no rows of its own, so at most 4 warps."""
+    fitted = dict(config)
+    for block, dim in (("BLOCK_M", "M"), ("BLOCK_N", "N"), ("BLOCK_K", "K")):
+        fitted[block] = min(config[block], max(16, triton.next_power_of_2(shape[dim])))
+    if fitted["BLOCK_M"] * fitted["BLOCK_N"] < 128 * 128:
+        fitted["num_warps"] = min(fitted["num_warps"], 4)
+    return fitted
+
+
+def _grouped_default(shape: Shape, dtype: torch.dtype) -> dict:
+    # 128x128x64 with one warpgroup and 4 stages: 128 KB of shared memory, 128 fp32 accumulators per
+    # thread; a safe middle of the Hopper space rather than its best point.
+    return _fit_tile(_config(128, 128, 64, 8, 4, 4), shape)
+
+
+def _persistent_default(shape: Shape, dtype: torch.dtype) -> dict:
+    # The persistent tutorial's fp16 tile (128x256x64, 8 warps, 3 stages), through TMA whenever the
+    # device and the layout allow it.
+    config = _fit_tile(_config(128, 256, 64, 8, 8, 3, TMA=1), shape)
+    if _tma_prune_reason(config, shape, dtype, runtime.device_limits()):
+        config["TMA"] = 0
+    return config
+
+
+def _layout(shape: Shape) -> dict[str, tuple[tuple[int, int], int]]:
+    """The strides :func:`make_inputs` and :func:`make_output` give each operand (fresh allocations, so
+    aligned bases), for decisions made from the shape alone."""
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    a = (1, M) if shape.params.get("transA", 0) else (K, 1)
+    b = (1, K) if shape.params.get("transB", 0) else (N, 1)
+    return {"A": (a, 0), "B": (b, 0), "C": ((N, 1), 0)}
+
+
+def _shared_memory_bytes(config: Mapping[str, Any], dtype: torch.dtype, c_tile: bool) -> int:
+    # num_stages buffers of an A tile and a B tile; the TMA path also stages the C tile for its store.
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    size = element_size(dtype)
+    return config["num_stages"] * (bm * bk + bk * bn) * size + (bm * bn * size if c_tile else 0)
+
+
+def _common_prune(config, shape: Shape, dtype: torch.dtype, limits, c_tile: bool) -> str | None:
+    for block, dim in (("BLOCK_M", "M"), ("BLOCK_N", "N"), ("BLOCK_K", "K")):
+        # A tile twice the padded problem or more is at least half padding: a smaller tile in the
+        # space does the same work with less waste.
+        if config[block] > max(16, triton.next_power_of_2(shape[dim])):
+            return f"{block}={config[block]} is more than twice {dim}={shape[dim]}: over half the tile is padding"
+    smem = _shared_memory_bytes(config, dtype, c_tile)
+    if smem > limits["max_shared_mem_per_block"]:
+        return (f"needs ~{smem // 1024} KB of shared memory ({config['num_stages']} stages"
+                f"{' + C tile' if c_tile else ''}), the device has {limits['max_shared_mem_per_block'] // 1024} KB")
+    return None
+
+
+def _tma_prune_reason(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    reason = tma_unsupported_reason(_layout(shape), element_size(dtype), limits)
+    if reason:
+        return f"TMA=1 impossible here: {reason}"
+    for block in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
+        if config[block] > MAX_TMA_BOX:
+            return f"TMA boxes are at most {MAX_TMA_BOX} elements per dimension, {block}={config[block]}"
+    return None
+
+
+def _grouped_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    return _common_prune(config, shape, dtype, limits, c_tile=False)
+
+
+def _persistent_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    if config["TMA"]:
+        reason = _tma_prune_reason(config, shape, dtype, limits)
+        if reason:
+            return reason
+    return _common_prune(config, shape, dtype, limits, c_tile=bool(config["TMA"]))
+
+
+def _supports(shape: Shape, dtype: torch.dtype) -> str | None:
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    if max(M * K, K * N, M * N) > MAX_OPERAND_ELEMENTS:
+        return "an operand has more than 2^31 elements; the kernels use 32-bit offsets"
+    return None
+
+
+# --------------------------------------------------------------------------------------------------------
+# Baselines, negative control, inputs, reference
+# --------------------------------------------------------------------------------------------------------
+
+def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.matmul(a, b)
+
+
+def _torch_eager(inputs: Inputs, out, config):
+    a, b = inputs["a"], inputs["b"]
+    return lambda: _matmul(a, b)
+
+
+def _torch_compile(inputs: Inputs, out, config):
+    return compiled(_matmul, inputs["a"], inputs["b"])
+
+
+def _k_off_by_one(inputs: Inputs, out: torch.Tensor, config) -> callable:
+    """Negative control: the grouped kernel at its default config, launched with K - 1 as the reduction
+    length (an off-by-one in the K bound), so the last column of A times the last row of B is never
+    accumulated. Unlike dropping the K tail, this is wrong on every shape, exact multiples included."""
+    a, b, M, N, K = _operands(inputs, out)
+    shape = Shape({"M": M, "N": N, "K": K}, "negative control")
+    return _launch_grouped(a, b, out, M, N, K - 1, _grouped_default(shape, a.dtype))
+
+
+def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, seed: int) -> Inputs:
+    """A ~ N(0, 1/K), B ~ N(0, 1), so every C element is ~N(0, 1) whatever K is and one tolerance fits all
+    shapes. ``transA=1`` / ``transB=1`` return A / B as the transposed view of a contiguous [K, M] /
+    [N, K] buffer (column-major; ``transB=1`` is nn.Linear's ``x @ W.T`` layout).
+
+    One regime only: matmul is linear, so rescaling or shifting the inputs rescales the error with the
+    result; a missing, doubled or misplaced term shows up at any scale.
+    """
+    g = generator(seed, device)
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    a_scale = 1.0 / math.sqrt(K)
+    if shape.params.get("transA", 0):
+        a = randn((K, M), dtype, g, scale=a_scale).T
+    else:
+        a = randn((M, K), dtype, g, scale=a_scale)
+    b = randn((N, K), dtype, g).T if shape.params.get("transB", 0) else randn((K, N), dtype, g)
+    return {"a": a, "b": b}
+
+
+def make_output(inputs: Inputs) -> torch.Tensor:
+    a, b = inputs["a"], inputs["b"]
+    return torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+
+
+def reference(inputs: Inputs) -> torch.Tensor:
+    return inputs["a"] @ inputs["b"]
+
+
+def _flops(shape: Shape) -> float:
+    # one multiply and one add per (m, n, k)
+    return 2.0 * shape["M"] * shape["N"] * shape["K"]
+
+
+def _bytes(shape: Shape, dtype: torch.dtype) -> float:
+    # read MK + KN elements; write MN elements
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    return float(M * K + K * N + M * N) * element_size(dtype)
+
+
+def _s(reason: str, **params: int) -> Shape:
+    return Shape(params, reason)
+
+
+# |C| ~ 1 (see make_inputs). Error sources: (1) C is rounded once to the stored dtype: <= u |c| with
+# u = 2^-11 (fp16), 2^-8 (bf16) -> rtol = 2u; (2) fp32 accumulation over K <= 8192 terms whose partial sums
+# stay below ~4: <= K * 2^-24 * 4 ~ 2e-3 even if the tensor-core adder truncates every step (worst case,
+# no averaging); (3) cuBLAS may reduce split-K partials in the stored dtype (torch allows reduced-
+# precision reductions by default): one rounding of a partial below ~2, 2u absolute. atol = max of (2), (3).
+_TOLERANCES = {
+    torch.float16: Tolerance(2e-3, 1e-3, "C rounded once to fp16 (rtol 2 x 2^-11); atol bounds fp32 accumulation "
+                                         "of K <= 8192 terms of a unit-variance result (K x 2^-24 x 4) and an "
+                                         "fp16 split-K reduction in cuBLAS (a partial below ~2 rounded once: "
+                                         "2 x 2^-11)"),
+    torch.bfloat16: Tolerance(8e-3, 8e-3, "C rounded once to bf16 (rtol 2 x 2^-8, which also holds the "
+                                          "interpreter's truncating cast: < 1 ulp = 2^-7); atol covers cuBLAS "
+                                          "reducing split-K partials below ~2 in bf16 (2 x 2^-8 = 7.8e-3), which "
+                                          "exceeds the fp32 accumulation bound (2e-3)"),
+}
+
+
+KERNEL = KernelSpec(
+    name="matmul",
+    description="C = A @ B for A [M, K], B [K, N] in fp16/bf16 with fp32 accumulation.",
+    make_inputs=make_inputs,
+    make_output=make_output,
+    reference=reference,
+    implementations=[
+        Implementation("triton_grouped", "triton", _prepare_grouped,
+                       description="one program per tile, 1-D grid in GROUP_M swizzle order, pointer loads "
+                                   "with any strides, K tail masked (seed 002 §4.2)",
+                       configs=_grouped_configs, default_config=_grouped_default, prune=_grouped_prune,
+                       supports=_supports),
+        Implementation("triton_persistent", "triton", _prepare_persistent,
+                       description="min(tiles, SMs) programs looping over tiles in GROUP_M order; TMA=1: "
+                                   "device-side tensor descriptors (sm_90+), TMA=0: pointer loads",
+                       configs=_persistent_configs, default_config=_persistent_default, prune=_persistent_prune,
+                       supports=_supports),
+        Implementation("torch", "eager", _torch_eager, description="torch.matmul (cuBLAS on the GPU)",
+                       writes_out=False),
+        Implementation("torch_compile", "compile", _torch_compile,
+                       description="torch.compile(torch.matmul): Inductor, which calls the same extern mm "
+                                   "unless max-autotune is on", writes_out=False),
+    ],
+    negative_controls=[
+        Implementation("k_off_by_one", "eager", _k_off_by_one,
+                       description="grouped kernel launched with K - 1: drops the last reduction term"),
+    ],
+    tolerances=_TOLERANCES,
+    flops=_flops,
+    bytes_moved=_bytes,
+    shape_sets={
+        "cpu": [
+            _s("nothing a multiple of a tile: masked M/N edges and a K tail (65 = 64 + 1); fp16 rows of 65 "
+               "elements are not 16-byte aligned, so the persistent default falls back to pointers",
+               M=33, N=47, K=65),
+            _s("both operands column-major (transposed views), edges not multiples of 32; aligned, so the "
+               "persistent default reads them through transposed descriptors", M=48, N=40, K=72, transA=1, transB=1),
+            _s("exact multiple of every tile in the space that fits: no masked element anywhere", M=64, N=64, K=64),
+        ],
+        "gpu": [
+            _s("launch-bound: 4 tiles of 128x128, far fewer than 132 SMs", M=256, N=256, K=256),
+            _s("the issue's target size (>= 0.85x cuBLAS, persistent >= 0.95x): 32 MB per operand at fp16",
+               M=4096, N=4096, K=4096),
+            _s("the issue's large target: 128 MB per operand, far past the 60 MB L2", M=8192, N=8192, K=8192),
+            _s("short K with a tail (1000 = 15 x 64 + 40), output-heavy. K % 16 != 0, so Triton cannot prove "
+               "16-byte alignment of A's rows or of the K mask and the pointer loads lose vectorization (seen in "
+               "the sm_90 PTX), while TMA (2000-byte rows are 16-byte aligned) is unaffected",
+               M=8192, N=8192, K=1000),
+            _s("nn.Linear layout x @ W.T: B column-major, read through a transposed descriptor / strided loads",
+               M=4096, N=4096, K=4096, transB=1),
+        ],
+    },
+)

@@ -1,0 +1,3 @@
+from kernelscope.cli import main
+
+main()

@@ -1,0 +1,121 @@
+"""What the data supports: the rules that turn timing results into statements, and refusals.
+
+A performance statement "A is faster than B" is made only when all of these hold:
+
+1. the run timed a real device (never interpreter timings);
+2. both A and B passed the correctness gate (a fast wrong kernel is not a result);
+3. both sides have at least ``stats.MIN_SAMPLES_FOR_TEST`` samples and the two-sided Mann-Whitney U
+   test gives p < ``ALPHA``;
+4. the relative median difference exceeds the job's A/A noise floor (the primary baseline measured
+   twice) and ``MIN_EFFECT``.
+
+Otherwise the verdict is "no difference resolved" (or "not comparable" with the reason). Every verdict
+carries the disclosure of flagged (throttled / slow-clock) samples on either side.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kernelscope import stats
+
+ALPHA = 0.01
+MIN_EFFECT = 0.01  # a 1 % difference is the smallest we state even with a tighter A/A floor
+
+FASTER = "faster"
+SLOWER = "slower"
+UNRESOLVED = "no difference resolved"
+NOT_COMPARABLE = "not comparable"
+
+
+def flagged_fraction(rec: Mapping[str, Any]) -> tuple[int, int]:
+    clocks = rec.get("clocks") or {}
+    return int(clocks.get("n_flagged", 0)), int(rec.get("n", len(rec.get("samples_us", []))))
+
+
+def compare(a: Mapping[str, Any], b: Mapping[str, Any], aa_rel: float | None, interpreter: bool) -> dict[str, Any]:
+    """Verdict for implementation record ``a`` against ``b`` (timing records of one job)."""
+    out: dict[str, Any] = {"a": a["implementation"], "b": b["implementation"]}
+    if interpreter:
+        return {**out, "verdict": NOT_COMPARABLE,
+                "why": "interpreter timings: Triton ran on the CPU, these numbers say nothing about GPU speed"}
+    for rec in (a, b):
+        if rec.get("status") != "ok":
+            return {**out, "verdict": NOT_COMPARABLE,
+                    "why": f"{rec['implementation']} has no valid timing ({rec.get('status')}: {rec.get('reason', '')})"}
+    cmp = stats.compare_samples(a["samples_us"], b["samples_us"])
+    floor = max(aa_rel if aa_rel is not None and math.isfinite(aa_rel) else 0.0, MIN_EFFECT)
+    fa, na = flagged_fraction(a)
+    fb, nb = flagged_fraction(b)
+    out.update(cmp)
+    out["aa_floor_rel"] = aa_rel
+    out["threshold_rel"] = floor
+    out["flagged"] = {a["implementation"]: [fa, na], b["implementation"]: [fb, nb]}
+    if not cmp["testable"]:
+        return {**out, "verdict": UNRESOLVED,
+                "why": f"too few samples for the test ({cmp['n_a']} and {cmp['n_b']}; need {stats.MIN_SAMPLES_FOR_TEST})"}
+    if cmp["mannwhitney_p"] >= ALPHA:
+        return {**out, "verdict": UNRESOLVED, "why": f"Mann-Whitney p = {cmp['mannwhitney_p']:.2g} >= {ALPHA}"}
+    if abs(cmp["rel_diff"]) <= floor:
+        return {**out, "verdict": UNRESOLVED,
+                "why": f"difference {abs(cmp['rel_diff']):.1%} is within the A/A noise floor / minimum effect "
+                       f"{floor:.1%}"}
+    verdict = FASTER if cmp["rel_diff"] < 0 else SLOWER
+    return {**out, "verdict": verdict,
+            "why": f"median {abs(cmp['rel_diff']):.1%} {'lower' if verdict == FASTER else 'higher'}, "
+                   f"p = {cmp['mannwhitney_p']:.2g}, above the {floor:.1%} threshold"}
+
+
+def case_claims(timing_doc: Mapping[str, Any], correctness_doc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Each Triton variant against every baseline of the case."""
+    recs = {r["implementation"]: r for r in timing_doc["implementations"] if r.get("block") != "A2"}
+    passed = {r["implementation"] for r in (correctness_doc or {}).get("implementations", []) if r["status"] == "pass"}
+    aa = (timing_doc.get("aa_floor") or {}).get("rel_diff")
+    interpreter = bool(timing_doc.get("interpreter"))
+    claims = []
+    for a in recs.values():
+        if a["kind"] != "triton":
+            continue
+        for b in recs.values():
+            if b["kind"] == "triton":
+                continue
+            failed = [n for n in (a["implementation"], b["implementation"]) if n not in passed]
+            if failed:
+                claims.append({"a": a["implementation"], "b": b["implementation"], "verdict": NOT_COMPARABLE,
+                               "why": f"did not pass the correctness gate: {', '.join(failed)}"})
+                continue
+            claims.append(compare(a, b, aa, interpreter))
+    return claims
+
+
+def sentence(claim: Mapping[str, Any]) -> str:
+    a, b, verdict = claim["a"], claim["b"], claim["verdict"]
+    if verdict in (FASTER, SLOWER):
+        ratio = claim["median_b_us"] / claim["median_a_us"]
+        return (f"{a} is {verdict} than {b}: {claim['median_a_us']:.3f} µs vs {claim['median_b_us']:.3f} µs "
+                f"({ratio:.2f}× {b}'s speed; {claim['why']})")
+    return f"{a} vs {b}: {verdict} ({claim['why']})"
+
+
+def reference_comparability(env_fp: Mapping[str, Any], ref: Mapping[str, Any]) -> list[str]:
+    """Why an external reference row (another GPU, other versions) cannot be ranked against this run."""
+    reasons = []
+    if ref.get("gpu") != env_fp.get("gpu"):
+        reasons.append(f"different GPU ({ref.get('gpu')} vs {env_fp.get('gpu') or 'none: interpreter'})")
+    for key in ("torch", "triton"):
+        if ref.get(key) and ref.get(key) != env_fp.get(key):
+            reasons.append(f"different {key} ({ref[key]} vs {env_fp.get(key)})")
+    if env_fp.get("backend") != "cuda":
+        reasons.append("this run timed Triton's CPU interpreter, not a GPU")
+    reasons.append("measured with another harness (seed script: 100 rounds, median only, no spread, no L2 flush)")
+    return reasons
+
+
+def disclosures(flag_counts: Sequence[tuple[int, int]]) -> str | None:
+    flagged = sum(f for f, _ in flag_counts)
+    total = sum(n for _, n in flag_counts)
+    if not total:
+        return None
+    return f"{flagged} of {total} timed samples ({flagged / total:.1%}) were taken while throttled or below the steady clock"

@@ -1,0 +1,177 @@
+"""``python -m kernelscope <stage> ...``: the command each workflow rule runs.
+
+Every stage reads its case from ``specs.json`` and writes one JSON file. A failing implementation is
+recorded inside that file; the job itself fails only on bad input (unknown case, wrong device), with a
+message that names what is wrong. Output is written atomically, so an interrupted job leaves no
+half-written result for Snakemake to mistake for a finished one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _cold_caches() -> dict[str, str]:
+    """Fresh Triton and Inductor cache directories for this process, so first-call times are cold
+    compiles rather than cache hits from an earlier job."""
+    root = tempfile.mkdtemp(prefix="kernelscope-cold-")
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    dirs = {"TRITON_CACHE_DIR": os.path.join(root, "triton"), "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor")}
+    os.environ.update(dirs)
+    return dirs
+
+
+def _write_json(path: str, doc: dict[str, Any]) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(target.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    tmp.replace(target)
+
+
+def _load(path: str) -> dict[str, Any]:
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        sys.exit(f"kernelscope: {path} does not exist")
+    except json.JSONDecodeError as exc:
+        sys.exit(f"kernelscope: {path} is not valid JSON: {exc}")
+
+
+def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    import triton
+
+    return {"device": specs["device"], "kernel": case["kernel"], "shape": case["shape"], "params": case["params"],
+            "reason": case["reason"], "dtype": case["dtype"], "interpreter": specs["interpreter"],
+            "torch": torch.__version__, "triton": triton.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+def _resolve(args) -> tuple[dict, Any, Any, Any, dict]:
+    from kernelscope import cases, runtime
+    from kernelscope.spec import DTYPES
+
+    specs = _load(args.specs)
+    runtime.check_device_key(specs["device"])
+    spec, shape, case = cases.load_case(specs, args.kernel, args.shape, args.dtype)
+    return specs, spec, shape, DTYPES[args.dtype], case
+
+
+def cmd_environment(args) -> None:
+    from kernelscope import environment, runtime
+
+    specs = _load(args.specs)
+    runtime.check_device_key(specs["device"])
+    extra = json.loads(args.extra) if args.extra else {}
+    _write_json(args.out, environment.record(specs["device"], specs["config_hash"], extra))
+
+
+def cmd_calibrate(args) -> None:
+    from kernelscope import calibration, runtime
+
+    specs = _load(args.specs)
+    runtime.check_device_key(specs["device"])
+    dtypes = specs["calibration"].get("dtypes", ["float16", "bfloat16", "float32"])
+    _write_json(args.out, {"device": specs["device"], **calibration.calibrate(dtypes)})
+
+
+def cmd_correctness(args) -> None:
+    from kernelscope import correctness
+
+    specs, spec, shape, dtype, case = _resolve(args)
+    result = correctness.check_case(spec, shape, dtype, specs["seeds"])
+    _write_json(args.out, {**_case_header(specs, case), **result})
+
+
+def cmd_sweep(args) -> None:
+    from kernelscope import sweep, timing
+
+    specs, spec, shape, dtype, case = _resolve(args)
+    settings = timing.TimingSettings.from_config(specs["sweep"]["timing"])
+    impl = spec.implementation(args.variant)
+    result = sweep.sweep_variant(spec, impl, shape, dtype, settings, specs["sweep"].get("max_configs"))
+    _write_json(args.out, {**_case_header(specs, case), "cold_caches": args.cold_caches, **result})
+
+
+def _best_configs(paths: list[str]) -> dict[str, dict]:
+    best = {}
+    for path in paths:
+        doc = _load(path)
+        if doc.get("best"):
+            best[doc["implementation"]] = doc["best"]["config"]
+    return best
+
+
+def cmd_timing(args) -> None:
+    from kernelscope import benchmark, timing
+
+    specs, spec, shape, dtype, case = _resolve(args)
+    settings = timing.TimingSettings.from_config(specs["timing"])
+    gate = _load(args.correctness)
+    failed = {r["implementation"]: r.get("failure") for r in gate["implementations"] if r["status"] in ("fail", "error")}
+    result = benchmark.time_case(spec, shape, dtype, _best_configs(args.sweep), settings, failed_correctness=failed)
+    _write_json(args.out, {**_case_header(specs, case), "cold_caches": args.cold_caches, **result})
+
+
+def cmd_profile(args) -> None:
+    from kernelscope import profiling
+
+    specs, spec, shape, dtype, case = _resolve(args)
+    result = profiling.profile_case(spec, shape, dtype, _best_configs(args.sweep), int(specs["profile"].get("calls", 5)))
+    _write_json(args.out, {**_case_header(specs, case), **result})
+
+
+def cmd_report(args) -> None:
+    from kernelscope import report
+
+    report.build(args.results, args.out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="kernelscope", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="stage", required=True)
+
+    def stage(name: str, fn, case: bool = True, cold: bool = False):
+        p = sub.add_parser(name)
+        p.set_defaults(fn=fn, cold=cold)
+        if name != "report":
+            p.add_argument("--specs", required=True, help="results/<device>/specs.json")
+        p.add_argument("--out", required=True)
+        if case:
+            p.add_argument("--kernel", required=True)
+            p.add_argument("--shape", required=True)
+            p.add_argument("--dtype", required=True)
+        return p
+
+    stage("environment", cmd_environment, case=False).add_argument("--extra", help="JSON merged into the record")
+    stage("calibrate", cmd_calibrate, case=False)
+    stage("correctness", cmd_correctness)
+    stage("sweep", cmd_sweep, cold=True).add_argument("--variant", required=True)
+    p = stage("timing", cmd_timing, cold=True)
+    p.add_argument("--correctness", required=True)
+    p.add_argument("--sweep", nargs="*", default=[])
+    stage("profile", cmd_profile).add_argument("--sweep", nargs="*", default=[])
+    stage("report", cmd_report, case=False).add_argument("--results", required=True)
+
+    args = parser.parse_args(argv)
+    from kernelscope import runtime
+
+    # Cold compile caches on a GPU, where first-call time is a reported result. Under the interpreter
+    # compile times mean nothing and a cold Inductor cache costs a C++ build per job, so the shared
+    # cache is kept. (Inductor and Triton read these variables when they compile, not at import.)
+    args.cold_caches = _cold_caches() if args.cold and runtime.select_backend() == "cuda" else None
+    from kernelscope.cases import ConfigError
+
+    try:
+        args.fn(args)
+    except (ConfigError, runtime.DeviceMismatch, KeyError) as exc:
+        sys.exit(f"kernelscope {args.stage}: {exc.args[0] if exc.args else exc}")

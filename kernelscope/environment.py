@@ -1,0 +1,124 @@
+"""Environment record: everything a reader needs to know what produced the numbers.
+
+Software (Python, torch, triton, CUDA runtime, cuDNN), hardware (GPU, capability, SMs, memory, clocks,
+driver, CPU, OS), provenance (git commit and dirty flag, config hash, container identity) and the
+execution mode (CUDA, or Triton's interpreter on the CPU).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+import triton
+
+from kernelscope import __version__, clocks, runtime
+
+
+def _run(cmd: list[str], cwd: str | None = None) -> str | None:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True, cwd=cwd).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 24) -> str | None:
+    p = Path(path)
+    if not p.is_file():
+        return None
+    h = hashlib.sha256()
+    with p.open("rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def container_info() -> dict[str, Any]:
+    """Which container (if any) this process runs in, from the variables the runtimes set."""
+    image = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
+    if image:
+        runtime_name = "apptainer" if os.environ.get("APPTAINER_CONTAINER") else "singularity"
+        return {"containerized": True, "runtime": runtime_name, "image": image,
+                "image_name": os.environ.get("APPTAINER_NAME") or os.environ.get("SINGULARITY_NAME")}
+    if Path("/.dockerenv").exists() or os.environ.get("container") == "docker":
+        return {"containerized": True, "runtime": "docker", "image": os.environ.get("KERNELSCOPE_IMAGE")}
+    return {"containerized": False, "runtime": None, "image": None}
+
+
+def git_info(repo: str | None = None) -> dict[str, Any]:
+    commit = _run(["git", "rev-parse", "HEAD"], cwd=repo)
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo)
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def gpu_info() -> dict[str, Any]:
+    if runtime.select_backend() != "cuda":
+        return {"name": None, "reason": "no CUDA device: Triton interpreter on the CPU"}
+    props = torch.cuda.get_device_properties(0)
+    info = {
+        "name": props.name,
+        "capability": f"{props.major}.{props.minor}",
+        "sm_count": props.multi_processor_count,
+        "memory_gib": round(props.total_memory / 2**30, 2),
+        "l2_mib": round(getattr(props, "L2_cache_size", 0) / 2**20, 2),
+    }
+    monitor = clocks.ClockMonitor()
+    info.update(monitor.static_info())
+    info["clocks_now"] = monitor.read()
+    if "driver" not in info:
+        smi = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+        info["driver"] = smi.splitlines()[0] if smi else None
+    return info
+
+
+def record(device_key: str, config_hash: str | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    backend = runtime.select_backend()
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {
+        "device_key": device_key,
+        "backend": backend,
+        "triton_interpreter": backend == "interpreter",
+        "kernelscope": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "cudnn": cudnn,
+        "gpu": gpu_info(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "os": platform.platform(),
+        "hostname_hash": hashlib.sha256(platform.node().encode()).hexdigest()[:12],
+        "git": git_info(),
+        "config_hash": config_hash,
+        "container": container_info(),
+        **(extra or {}),
+    }
+
+
+def fingerprint(env: dict[str, Any]) -> dict[str, Any]:
+    """The fields two runs must share before their numbers can be ranked against each other."""
+    gpu = env.get("gpu") or {}
+    return {
+        "gpu": gpu.get("name"),
+        "backend": env.get("backend"),
+        "torch": env.get("torch"),
+        "triton": env.get("triton"),
+        "cuda_runtime": env.get("cuda_runtime"),
+        "driver": gpu.get("driver"),
+    }

@@ -1,0 +1,445 @@
+"""Report stage: per-case result files → long-format tables → Markdown and HTML (jinja2) + roofline.
+
+Nothing here measures or re-derives a result: it reads what the stages wrote, joins it with the
+kernel declarations' FLOP/byte models and the measured ceilings, and applies the claim rules.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+
+from kernelscope import claims, environment, registry
+from kernelscope.spec import DTYPES, Shape
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def collect(results: Path) -> dict[str, Any]:
+    specs = _load(results / "specs.json")
+    if specs is None:
+        raise FileNotFoundError(f"{results}/specs.json is missing: run the workflow first")
+    data = {"specs": specs, "environment": _load(results / "environment.json") or {},
+            "calibration": _load(results / "calibration.json") or {}, "cases": []}
+    for case in specs["cases"]:
+        rel = Path(case["kernel"]) / case["dtype"] / case["shape"]
+        data["cases"].append({
+            **case,
+            "correctness": _load(results / "correctness" / rel.with_suffix(".json")),
+            "timing": _load(results / "timing" / rel.with_suffix(".json")),
+            "profile": _load(results / "profile" / rel.with_suffix(".json")),
+            "sweeps": [doc for v in case["variants"] if (doc := _load(results / "sweep" / rel / f"{v}.json"))],
+        })
+    return data
+
+
+def _ceilings(calibration: dict[str, Any], dtype: str) -> tuple[float | None, float | None]:
+    copy = (calibration.get("copy") or {}).get("gbps")
+    mm = ((calibration.get("matmul") or {}).get(dtype) or {}).get("tflops")
+    return copy, mm
+
+
+def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    correctness_rows, timing_rows, sample_rows, sweep_rows, profile_rows, claim_rows = [], [], [], [], [], []
+    for case in data["cases"]:
+        key = {"kernel": case["kernel"], "shape": case["shape"], "dtype": case["dtype"]}
+        spec = registry.get(case["kernel"])
+        shape = Shape(case["params"], case["reason"])
+        flops, nbytes = spec.flops(shape), spec.bytes_moved(shape, DTYPES[case["dtype"]])
+        copy_gbps, mm_tflops = _ceilings(data["calibration"], case["dtype"])
+        gate = case["correctness"] or {}
+        for rec in gate.get("implementations", []) + gate.get("negative_controls", []):
+            correctness_rows.append({**key, "implementation": rec["implementation"],
+                                     "role": "negative control" if "rejected" in rec else rec["kind"],
+                                     "status": rec["status"], "rejected": rec.get("rejected"),
+                                     "max_abs_err": rec.get("max_abs_err"), "max_rel_err": rec.get("max_rel_err"),
+                                     "rel_l2_err": rec.get("rel_l2_err"),
+                                     **{inv.name: rec.get(inv.name) for inv in spec.invariants},
+                                     "failure": rec.get("failure") or rec.get("reason")})
+        doc = case["timing"] or {"implementations": []}
+        for rec in doc["implementations"]:
+            row = {**key, "implementation": rec["implementation"], "kind": rec.get("kind"),
+                   "block": rec.get("block", ""), "status": rec["status"], "reason": rec.get("reason"),
+                   "config": json.dumps(rec.get("config", {}), sort_keys=True)}
+            if rec["status"] == "ok":
+                med = rec["median_us"]
+                gbps = nbytes / (med * 1e-6) / 1e9
+                tflops = flops / (med * 1e-6) / 1e12
+                clk = rec.get("clocks") or {}
+                graph = rec.get("graph") or {}
+                row.update({
+                    "median_us": med, "p20_us": rec["p20_us"], "p80_us": rec["p80_us"], "min_us": rec["min_us"],
+                    "max_us": rec["max_us"], "ci95_low_us": rec["ci95_low_us"], "ci95_high_us": rec["ci95_high_us"],
+                    "n": rec["n"], "target_reached": rec["target_reached"], "first_call_ms": rec.get("first_call_ms"),
+                    "gbps": gbps, "tflops": tflops,
+                    "pct_copy_bw": 100 * gbps / copy_gbps if copy_gbps else None,
+                    "pct_matmul_peak": 100 * tflops / mm_tflops if mm_tflops else None,
+                    "intensity_flop_per_byte": flops / nbytes if nbytes else math.nan,
+                    "graph_us": graph.get("median_us"), "graph_status": graph.get("status"),
+                    "host_wall_us": rec.get("host_wall_us"),
+                    "flagged": clk.get("n_flagged"), "sm_mhz_min": clk.get("sm_mhz_min"),
+                    "sm_mhz_max": clk.get("sm_mhz_max"),
+                })
+                for i, s in enumerate(rec["samples_us"]):
+                    flag = (clk.get("flags") or [""] * len(rec["samples_us"]))[i] if clk else ""
+                    sm = (clk.get("sm_mhz") or [None] * len(rec["samples_us"]))[i] if clk.get("sm_mhz") else None
+                    sample_rows.append({**key, "implementation": rec["implementation"], "block": rec.get("block", ""),
+                                        "sample": i, "us": s, "sm_mhz": sm, "flag": flag})
+            timing_rows.append(row)
+        if case["timing"]:
+            for c in claims.case_claims(case["timing"], case["correctness"]):
+                claim_rows.append({**key, **{k: c.get(k) for k in ("a", "b", "verdict", "why", "rel_diff",
+                                                                     "mannwhitney_p", "aa_floor_rel")},
+                                   "sentence": claims.sentence(c)})
+        for sw in case["sweeps"]:
+            for rec in sw.get("configs", []):
+                sweep_rows.append({**key, "implementation": sw["implementation"], "config": rec["key"],
+                                   "is_default": rec["is_default"], "status": rec["status"],
+                                   "is_best": bool(sw.get("best")) and rec["key"] == sw["best"]["key"],
+                                   "first_call_ms": rec.get("first_call_ms"), "median_us": rec.get("median_us"),
+                                   "reason": rec.get("reason")})
+        for rec in (case["profile"] or {}).get("implementations", []):
+            for k in rec.get("kernels", []):
+                profile_rows.append({**key, "implementation": rec["implementation"], "cuda_kernel": k["name"],
+                                     "launches_per_call": k["launches_per_call"],
+                                     "device_us_per_call": k["device_us_per_call"]})
+    return {"correctness": pd.DataFrame(correctness_rows), "timing": pd.DataFrame(timing_rows),
+            "samples": pd.DataFrame(sample_rows), "sweep": pd.DataFrame(sweep_rows),
+            "profile": pd.DataFrame(profile_rows), "claims": pd.DataFrame(claim_rows)}
+
+
+def roofline(data: dict[str, Any], timing_df: pd.DataFrame, path: Path) -> bool:
+    """Arithmetic intensity vs achieved throughput, with the measured ceilings as the roof."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = timing_df[timing_df.get("status", pd.Series(dtype=str)) == "ok"] if not timing_df.empty else timing_df
+    if ok.empty:
+        return False
+    fig, ax = plt.subplots(figsize=(9, 6))
+    copy = (data["calibration"].get("copy") or {}).get("gbps")
+    xs = [10 ** (i / 10) for i in range(-20, 41)]
+    for name, entry in (data["calibration"].get("matmul") or {}).items():
+        if copy and entry.get("tflops"):
+            ax.plot(xs, [min(copy * x / 1e3, entry["tflops"]) for x in xs], lw=1, ls="--",
+                    label=f"roof: copy {copy:.0f} GB/s, {name} matmul {entry['tflops']:.0f} TFLOP/s")
+    for impl, grp in ok[ok["block"] != "A2"].groupby("implementation"):
+        ax.scatter(grp["intensity_flop_per_byte"], grp["tflops"], label=impl, s=18)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte, minimal traffic)")
+    ax.set_ylabel("achieved TFLOP/s")
+    env = data["environment"]
+    ax.set_title(f"{(env.get('gpu') or {}).get('name') or 'CPU interpreter'} — torch {env.get('torch')}, "
+                 f"triton {env.get('triton')}")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if abs(value) < 1e-2 or abs(value) >= 1e5 else f"{value:.{digits}f}"
+    return str(value)
+
+
+def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, list[str]]:
+    """The "supports / does not support" section, generated from the data."""
+    env = data["environment"]
+    fp = environment.fingerprint(env)
+    interpreter = data["specs"]["interpreter"]
+    yes: list[str] = []
+    no: list[str] = []
+    where = (f"on {fp['gpu']} with torch {fp['torch']}, triton {fp['triton']}, CUDA {fp['cuda_runtime']}, "
+             f"driver {fp['driver']}")
+    claim_df = tbl["claims"]
+    if interpreter:
+        no.append("Any performance comparison: this run used Triton's interpreter on the CPU; its timings measure "
+                  "the interpreter and support no statement about GPU speed.")
+    elif not claim_df.empty:
+        for _, c in claim_df[claim_df["verdict"].isin([claims.FASTER, claims.SLOWER])].iterrows():
+            yes.append(f"{c['kernel']} {c['shape']} {c['dtype']}: {c['sentence']} — {where}, for exactly this shape, "
+                       f"dtype and layout.")
+        unresolved = claim_df[claim_df["verdict"] == claims.UNRESOLVED]
+        for _, c in unresolved.iterrows():
+            no.append(f"An ordering of {c['a']} and {c['b']} for {c['kernel']} {c['shape']} {c['dtype']}: {c['why']}.")
+    corr = tbl["correctness"]
+    if not corr.empty:
+        bad = corr[(corr["role"] != "negative control") & corr["status"].isin(["fail", "error"])]
+        for _, r in bad.iterrows():
+            no.append(f"Any timing of {r['implementation']} on {r['kernel']} {r['shape']} {r['dtype']}: it failed the "
+                      f"correctness gate ({r['failure']}).")
+        live = corr[corr["role"] == "negative control"]
+        accepted = live[live["rejected"] == False]  # noqa: E712 - pandas element-wise comparison
+        for _, r in accepted.iterrows():
+            no.append(f"The correctness verdicts for {r['kernel']} {r['shape']} {r['dtype']}: the negative control "
+                      f"{r['implementation']} was accepted, so the gate is too loose there.")
+        if not live.empty and accepted.empty:
+            yes.append(f"Correctness of every passing implementation against an fp64 reference at the declared "
+                       f"tolerances, for the listed shapes and dtypes and {len(data['specs']['seeds'])} seeds; every "
+                       f"negative control ({live['implementation'].nunique()} kinds, {len(live)} runs) was rejected.")
+    timing = tbl["timing"]
+    if not timing.empty and "target_reached" in timing:
+        missed = timing[(timing["status"] == "ok") & (timing["target_reached"] == False)]  # noqa: E712
+        if len(missed):
+            no.append(f"Precision beyond the measured spread for {len(missed)} measurements that stopped at the time "
+                      f"cap before the median's CI reached ±{data['specs']['timing'].get('target_rel_ci', 0.005):.1%}; "
+                      f"their CIs are in the tables.")
+    flagged = timing.get("flagged") if not timing.empty else None
+    if flagged is not None and flagged.notna().any():
+        text = claims.disclosures(list(zip(timing["flagged"].fillna(0).astype(int), timing["n"].fillna(0).astype(int))))
+        if text:
+            no.append(f"Clock-clean timings: {text}; they are included in the medians and listed per sample in "
+                      f"tables/samples.csv.")
+    for ref in data["specs"].get("external_references", []):
+        reasons = claims.reference_comparability(fp, ref)
+        no.append(f"Ranking this run against the reference row '{ref['label']}': {'; '.join(reasons)}.")
+    no += [
+        "Other shapes, dtypes, strides or memory layouts than those listed: rankings between kernels change with "
+        "shape (seed 000 shows one where the teaching kernel is slower than torch).",
+        "Other GPUs, drivers, or torch/triton/CUDA versions than those recorded in the environment section.",
+        "Cold-start cost beyond the single first-call measurement per job (compile times are one sample each, "
+        "from an empty cache directory, and depend on the host CPU).",
+        "End-to-end model speed: these are isolated kernels with cold L2 (unless stated), not a model's step.",
+    ]
+    return {"supports": yes, "does_not_support": no}
+
+
+def _table(df: pd.DataFrame, columns: list[str], code: tuple[str, ...] = (), digits: int = 3) -> dict[str, Any]:
+    cols = [c for c in columns if c in df.columns]
+    rows = [[_fmt(r[c], digits) for c in cols] for _, r in df[cols].iterrows()] if not df.empty else []
+    return {"type": "table", "columns": cols, "code": [c in code for c in cols], "rows": rows}
+
+
+def _kv(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {"type": "table", "columns": ["field", "value"], "code": [False, False],
+            "rows": [[k, _fmt(v)] for k, v in pairs]}
+
+
+def _text(*lines: str) -> dict[str, Any]:
+    return {"type": "text", "lines": list(lines)}
+
+
+def _bullets(items: list[str]) -> dict[str, Any]:
+    return {"type": "bullets", "items": items}
+
+
+def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
+    env = data["environment"]
+    gpu = env.get("gpu") or {}
+    cont = env.get("container") or {}
+    git = env.get("git") or {}
+    pairs = [("device key", env.get("device_key")), ("backend", env.get("backend")),
+             ("Triton interpreter", env.get("triton_interpreter")), ("GPU", gpu.get("name") or gpu.get("reason")),
+             ("compute capability", gpu.get("capability")), ("SMs", gpu.get("sm_count")),
+             ("memory (GiB)", gpu.get("memory_gib")), ("L2 (MiB)", gpu.get("l2_mib")),
+             ("max SM / memory clock (MHz)", f"{gpu.get('max_sm_mhz', '–')} / {gpu.get('max_mem_mhz', '–')}"),
+             ("power limit (W)", gpu.get("power_limit_w")), ("driver", gpu.get("driver")),
+             ("CUDA runtime", env.get("cuda_runtime")), ("cuDNN", env.get("cudnn")), ("Python", env.get("python")),
+             ("torch", env.get("torch")), ("triton", env.get("triton")), ("kernelscope", env.get("kernelscope")),
+             ("CPU", f"{env.get('cpu')} ({env.get('cpu_count')} logical)"), ("OS", env.get("os")),
+             ("git commit", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"),
+             ("config hash", env.get("config_hash")),
+             ("container", f"{cont.get('runtime')}: {cont.get('image')}" if cont.get("containerized") else "none (host)")]
+    for key in ("image_sha256", "base_image", "lock_sha256"):
+        if env.get(key) or cont.get(key):
+            pairs.append((key.replace("_", " "), env.get(key) or cont.get(key)))
+    return {"title": "Environment", "blocks": [_kv(pairs)]}
+
+
+def _method_section(data: dict[str, Any]) -> dict[str, Any]:
+    specs = data["specs"]
+    t = specs["timing"]
+    items = [
+        f"Cases: {len(specs['cases'])} (kernel × shape × dtype) from shape set '{specs['shape_set']}'; config hash "
+        f"{specs['config_hash']}.",
+        f"Correctness: every implementation against a float64 reference, seeds {specs['seeds']}; outputs poisoned "
+        "with NaN before each run, a second run with another poison must be bit-identical (unwritten elements, "
+        "races), inputs must be unchanged, NaN/Inf never pass; element-wise |out − ref| ≤ atol + rtol·|ref| with "
+        "per-dtype tolerances (listed per kernel below); deliberately broken negative controls must be rejected.",
+        "Sweep: every declared launch config of every Triton variant compiled and timed on its own from an empty "
+        "cache directory; pruned, failed and wrong configs are recorded; the fastest correct config is timed.",
+        f"Timing: first call (JIT / torch.compile from a cold cache) recorded apart; {t.get('warmup', 25)} warm-up "
+        f"calls; clocks settled by running the baseline back to back; then samples until ≥ {t.get('min_samples', 100)} "
+        f"samples and ≥ {t.get('min_time_s', 0.05)} s, stopping when the 95 % CI of the median is within "
+        f"±{t.get('target_rel_ci', 0.005):.1%} or at {t.get('max_time_s', 1.0)} s. "
+        + ("Each sample bracketed by CUDA events, L2 flushed before each sample (a 2×L2 write outside the events). "
+           if not specs["interpreter"] else "Host wall clock (interpreter run). ")
+        + "All samples are kept (tables/samples.csv).",
+        "A/A floor: the primary baseline is timed first and again last in every timing job; their relative median "
+        "difference is the noise floor below which no difference is claimed.",
+        f"Claims: 'A faster than B' needs both correct, ≥ 20 samples each, Mann–Whitney p < {claims.ALPHA}, and a "
+        f"median difference above max(A/A floor, {claims.MIN_EFFECT:.0%}).",
+        "Clocks: NVML SM/memory clock, temperature, power and throttle reasons read after every sample; samples "
+        "taken while throttled or below 95 % of the steady clock are flagged and disclosed, not dropped.",
+        "Launch-bound cases (median under "
+        f"{t.get('graph_below_us', 50)} µs) also get CUDA-graph replay timing and host wall time per call.",
+        "Profile: torch.profiler lists every CUDA kernel each implementation launches (after warm-up), kept apart "
+        "from timing.",
+    ]
+    return {"title": "Method", "blocks": [_bullets(items)]}
+
+
+def _calibration_section(data: dict[str, Any]) -> dict[str, Any]:
+    cal = data["calibration"]
+    if not cal:
+        return {"title": "Measured ceilings", "blocks": [_text("No calibration data.")]}
+    pairs = [("measured on", cal.get("measured_on")),
+             ("copy bandwidth, read + write (GB/s)", (cal.get("copy") or {}).get("gbps"))]
+    for name, entry in (cal.get("matmul") or {}).items():
+        pairs.append((f"matmul {name} {entry.get('size', '')}³ ({entry.get('precision', 'library default')}) TFLOP/s",
+                      entry.get("tflops", entry.get("error"))))
+    return {"title": "Measured ceilings", "blocks": [
+        _text("Measured on this machine in this run; % of ceiling in the timing tables refers to these."), _kv(pairs)]}
+
+
+def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    def sel(df: pd.DataFrame) -> pd.DataFrame:
+        if df.empty:
+            return df
+        return df[(df["kernel"] == case["kernel"]) & (df["shape"] == case["shape"]) & (df["dtype"] == case["dtype"])]
+
+    blocks = [_text(f"Shape {json.dumps(case['params'])}: {case['reason']}.")]
+    gate = case["correctness"] or {}
+    if gate.get("tolerance"):
+        tol = gate["tolerance"]
+        blocks.append(_text(f"Tolerance: atol {tol['atol']:g}, rtol {tol['rtol']:g} — {tol['reason']}."))
+    blocks.append(_table(sel(tbl["correctness"]), ["implementation", "role", "status", "rejected", "max_abs_err",
+                                                   "rel_l2_err", "row_sum_error", "failure"]))
+    timing = sel(tbl["timing"])
+    blocks.append(_table(timing, ["implementation", "block", "status", "median_us", "p20_us", "p80_us", "ci95_low_us",
+                                  "ci95_high_us", "n", "first_call_ms", "gbps", "pct_copy_bw", "tflops",
+                                  "pct_matmul_peak", "graph_us", "host_wall_us", "flagged", "reason"]))
+    doc = case["timing"] or {}
+    aa = doc.get("aa_floor")
+    if aa:
+        blocks.append(_text(f"A/A floor ({doc.get('primary_baseline')} timed twice): {aa['rel_diff']:.2%} "
+                            f"(Mann–Whitney p = {aa['mannwhitney_p']:.2g})."))
+    claim_df = sel(tbl["claims"])
+    if not claim_df.empty:
+        blocks.append(_bullets(list(claim_df["sentence"])))
+    prof = case["profile"] or {}
+    if prof.get("captured"):
+        blocks.append(_table(sel(tbl["profile"]), ["implementation", "cuda_kernel", "launches_per_call",
+                                                   "device_us_per_call"], code=("cuda_kernel",)))
+    elif prof:
+        blocks.append(_text(f"Kernel names: not captured — {prof.get('reason')}."))
+    sweep_lines = []
+    for sw in case["sweeps"]:
+        c = sw.get("counts", {})
+        line = (f"{sw['implementation']}: {len(sw.get('configs', []))} configs — {c.get('ok', 0)} timed, "
+                f"{c.get('pruned', 0)} pruned, {c.get('failed', 0)} failed, {c.get('wrong', 0)} wrong")
+        if sw.get("best"):
+            line += f"; best {sw['best']['key']} at {sw['best']['median_us']:.3f} µs"
+            line += f", worst/best {sw['worst_over_best']:.2f}×"
+            d = sw.get("default") or {}
+            if d.get("over_best"):
+                line += f"; default config ranks {d['rank']}/{d['of']} at {d['over_best']:.2f}× best"
+            elif d:
+                line += f"; default config: {d.get('status')}"
+        else:
+            line += f" — {sw.get('reason') or 'no valid config'}"
+        sweep_lines.append(line)
+    if sweep_lines:
+        blocks.append(_bullets(sweep_lines))
+    return blocks
+
+
+def _references_section(data: dict[str, Any]) -> dict[str, Any] | None:
+    refs = data["specs"].get("external_references", [])
+    if not refs:
+        return None
+    fp = environment.fingerprint(data["environment"])
+    blocks = []
+    for ref in refs:
+        blocks.append(_text(f"{ref['label']} — {ref.get('source', '')}"))
+        blocks.append(_kv([(k, v) for k, v in ref.items() if k not in ("label", "source")]))
+        blocks.append(_bullets(["Not rankable against this run: " + "; ".join(claims.reference_comparability(fp, ref))]))
+    return {"title": "Reference numbers from elsewhere (not comparable)", "blocks": blocks}
+
+
+def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], has_plot: bool) -> dict[str, Any]:
+    specs, env = data["specs"], data["environment"]
+    fp = environment.fingerprint(env)
+    banner = (f"Device {specs['device']}: {fp['gpu'] or 'no GPU'}; torch {fp['torch']}, triton {fp['triton']}; "
+              f"{len(specs['cases'])} cases.")
+    warn = ("INTERPRETER RUN: Triton ran in interpreter mode on the CPU. The timings below are interpreter timings "
+            "and support no performance comparison; correctness results are real.") if specs["interpreter"] else None
+    verdict = supports(data, tbl)
+    sections = [
+        _environment_section(data), _calibration_section(data), _method_section(data),
+        {"title": "What this report supports / does not support", "blocks": [
+            _text("Supports:"), _bullets(verdict["supports"] or ["No performance statement."]),
+            _text("Does not support:"), _bullets(verdict["does_not_support"])]},
+    ]
+    if has_plot:
+        sections.append({"title": "Roofline", "blocks": [
+            {"type": "image", "src": "roofline.png", "alt": "roofline: arithmetic intensity vs achieved TFLOP/s"},
+            _text("Ceilings are the measured copy bandwidth and library matmul peaks above; intensity uses each "
+                  "kernel's minimal-traffic model.")]})
+    for name in sorted({c["kernel"] for c in data["cases"]}):
+        spec = registry.get(name)
+        impls = [f"{i.name} ({i.kind}): {i.description}" for i in spec.implementations]
+        controls = [f"negative control {i.name}: {i.description}" for i in spec.negative_controls]
+        sections.append({"title": f"Kernel: {name}", "blocks": [_text(spec.description), _bullets(impls + controls)]})
+        for case in [c for c in data["cases"] if c["kernel"] == name]:
+            sections.append({"title": f"{name} · {case['shape']} · {case['dtype']}", "level": 3,
+                             "blocks": _case_blocks(case, tbl)})
+    ref = _references_section(data)
+    if ref:
+        sections.append(ref)
+    sections.append({"title": "Data", "blocks": [_bullets([
+        "tables/timing.csv — one row per implementation and case (medians, spread, CI, throughput, % of ceilings)",
+        "tables/samples.csv — every timed sample with its SM clock and flag",
+        "tables/correctness.csv, tables/sweep.csv, tables/profile.csv, tables/claims.csv",
+        f"raw per-case JSON: results/{specs['device']}/ (path grammar in kernelscope/cases.py)"])]})
+    return {"title": f"kernelscope report — {specs['device']}", "banner": banner, "warning": warn, "sections": sections}
+
+
+def build(results_dir: str | Path, out_dir: str | Path) -> None:
+    results, out = Path(results_dir), Path(out_dir)
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    data = collect(results)
+    tbl = tables(data)
+    for name, df in tbl.items():
+        df.to_csv(out / "tables" / f"{name}.csv", index=False)
+    has_plot = roofline(data, tbl["timing"], out / "roofline.png")
+    doc = document(data, tbl, has_plot)
+    for template, target, escape in (("report.md.j2", "report.md", False), ("report.html.j2", "report.html", True)):
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=escape,
+                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                                 trim_blocks=True, lstrip_blocks=True)
+        env.filters["md_cell"] = _md_cell
+        env.filters["md_text"] = _md_text
+        (out / target).write_text(env.get_template(template).render(doc=doc))
+
+
+def _md_text(value: str) -> str:
+    """Markdown prose: angle brackets escaped, so C++ kernel names (``softmax<c10::Half>``) are not
+    taken for HTML tags by a Markdown renderer."""
+    return str(value).replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _md_cell(value: str, code: bool = False) -> str:
+    """A pipe-table cell: one line, pipes escaped; code cells in backticks (literal in Markdown)."""
+    text = str(value).replace("\n", " ").replace("|", "\\|")
+    if code:
+        ticks = "``" if "`" in text else "`"
+        return f"{ticks}{text}{ticks}"
+    return _md_text(text)

@@ -1,0 +1,93 @@
+"""Launch-config sweep of one Triton variant on one case, every config recorded as data.
+
+Not ``@triton.autotune``: autotune keeps only the winner, while the report needs every config's fate
+(pruned and why, failed to compile and why, wrong result, or its first-call and steady time), the
+spread from worst to best and where the hand-written default config stands.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from kernelscope import correctness, runtime, timing
+from kernelscope.spec import Implementation, KernelSpec, Shape
+
+
+def config_key(config: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(config.items()))
+
+
+def candidate_configs(impl: Implementation, shape: Shape, dtype: torch.dtype, max_configs: int | None) -> list[dict]:
+    """The variant's declared space, default config first (always kept), capped at ``max_configs``."""
+    default = dict(impl.default_config(shape, dtype))
+    configs = [default] + [dict(c) for c in impl.configs(shape, dtype) if dict(c) != default]
+    return configs[:max_configs] if max_configs else configs
+
+
+def sweep_variant(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torch.dtype,
+                  settings: timing.TimingSettings, max_configs: int | None = None, seed: int = 0) -> dict[str, Any]:
+    unsupported = impl.unsupported_reason(shape, dtype)
+    if unsupported:
+        return {"implementation": impl.name, "status": "unsupported", "reason": unsupported, "configs": []}
+    limits = runtime.device_limits()
+    device = runtime.device()
+    inputs = spec.make_inputs(shape, dtype, device, seed)
+    expected = correctness.reference_for(spec, inputs)
+    tol = spec.tolerance(dtype)
+    default = dict(impl.default_config(shape, dtype))
+    records: list[dict[str, Any]] = []
+    for config in candidate_configs(impl, shape, dtype, max_configs):
+        rec: dict[str, Any] = {"config": config, "key": config_key(config), "is_default": config == default}
+        reason = impl.prune(config, shape, dtype, limits) if impl.prune else None
+        if reason:
+            records.append({**rec, "status": "pruned", "reason": reason})
+            continue
+        try:
+            out = spec.make_output(inputs)
+            out.fill_(float("nan"))
+            fn = impl.prepare(inputs, out, config)
+            rec["first_call_ms"] = timing.first_call(fn)
+            check = correctness.compare(fn(), expected, tol.atol, tol.rtol)
+            if not check["ok"]:
+                records.append({**rec, "status": "wrong", "reason": check["failure"],
+                                "max_abs_err": check["max_abs_err"]})
+                continue
+            measured = timing.measure(fn, settings, with_first_call=False)
+            rec.update({k: measured[k] for k in ("median_us", "p20_us", "p80_us", "min_us", "max_us", "n",
+                                                 "ci95_low_us", "ci95_high_us")})
+            rec["samples_us"] = measured["samples_us"]
+            rec["status"] = "ok"
+        except Exception as exc:  # compile failures (OutOfResources, ...) are data
+            rec.update({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:2000],
+                        "traceback": traceback.format_exc(limit=6)})
+            if runtime.select_backend() == "cuda":
+                torch.cuda.synchronize()
+        records.append(rec)
+    return {"implementation": impl.name, "status": "ok", **summarize(records)}
+
+
+def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r for r in records if r["status"] == "ok"]
+    counts = {s: sum(1 for r in records if r["status"] == s) for s in ("ok", "pruned", "failed", "wrong")}
+    out: dict[str, Any] = {"configs": list(records), "counts": counts}
+    if not ok:
+        out.update(best=None, status="no_valid_config")
+        return out
+    ranked = sorted(ok, key=lambda r: r["median_us"])
+    best, worst = ranked[0], ranked[-1]
+    default = next((r for r in records if r["is_default"]), None)
+    out["best"] = {"config": best["config"], "key": best["key"], "median_us": best["median_us"]}
+    out["worst_over_best"] = worst["median_us"] / best["median_us"]
+    if default is not None:
+        out["default"] = {"config": default["config"], "status": default["status"],
+                          "median_us": default.get("median_us"),
+                          "over_best": default["median_us"] / best["median_us"] if default["status"] == "ok" else None,
+                          "rank": 1 + ranked.index(default) if default["status"] == "ok" else None,
+                          "of": len(ranked)}
+    out["first_call_ms_median"] = float(np.median([r["first_call_ms"] for r in ok]))
+    return out

@@ -1,0 +1,188 @@
+"""Measurement of one closure: first call apart, warm-up apart, then noise-aware sampling.
+
+On CUDA every sample is bracketed by CUDA events; with ``flush_l2`` a buffer twice the L2 size is
+overwritten before each sample (outside the events) so each sample starts cold, as nvbench's cold
+measurements do. SM/memory clocks, temperature, power and throttle reasons are read through NVML after
+every sample, and samples taken while throttled or below the steady clock are flagged, not dropped.
+Under the interpreter the host clock is used and the numbers describe the interpreter, nothing else.
+
+Sampling stops (nvbench-style) once there are at least ``min_samples`` samples and ``min_time_s`` of
+measured time and the 95 % confidence interval of the median is narrower than ``target_rel_ci`` of the
+median, or when ``max_time_s`` / ``max_samples`` is reached; then ``target_reached`` is False.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from kernelscope import clocks, runtime, stats
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingSettings:
+    warmup: int = 25
+    min_samples: int = 100
+    max_samples: int = 2000
+    min_time_s: float = 0.05
+    max_time_s: float = 1.0
+    target_rel_ci: float = 0.005
+    flush_l2: bool = True
+    graph_below_us: float = 50.0
+    graph_calls: int = 20
+    host_calls: int = 50
+    clock_warmup_s: float = 0.3
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> TimingSettings:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(cfg) - fields
+        if unknown:
+            raise ValueError(f"unknown timing settings {sorted(unknown)}; known: {sorted(fields)}")
+        return cls(**cfg)
+
+
+class _L2Flusher:
+    def __init__(self, enabled: bool) -> None:
+        self.buffer = None
+        if enabled and runtime.select_backend() == "cuda":
+            n = 2 * runtime.device_limits()["l2_bytes"] // 4
+            self.buffer = torch.empty(n, dtype=torch.int32, device="cuda")
+
+    def __call__(self) -> None:
+        if self.buffer is not None:
+            self.buffer.fill_(0x5A5A5A5A)  # a write of 2x L2 evicts everything the kernel could reuse
+
+
+def first_call(fn: Callable[[], Any]) -> float:
+    """Wall time of one call including JIT compilation / autotuning, in milliseconds."""
+    runtime.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    runtime.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def warm_clocks(fn: Callable[[], Any], seconds: float) -> None:
+    """Run ``fn`` back to back for ``seconds`` so the SM clock leaves idle before the first sample."""
+    if runtime.select_backend() != "cuda" or seconds <= 0:
+        return
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+
+
+def _sample_once(fn: Callable[[], Any], flush: _L2Flusher) -> float:
+    if runtime.select_backend() == "cuda":
+        flush()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e3  # us
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e6
+
+
+def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.ClockMonitor | None = None,
+            with_first_call: bool = True) -> dict[str, Any]:
+    """Time ``fn``; returns samples (us), summary statistics and clock/flag information."""
+    result: dict[str, Any] = {"timer": "cuda_event" if runtime.select_backend() == "cuda" else "host_perf_counter",
+                              "l2_flushed": bool(settings.flush_l2 and runtime.select_backend() == "cuda")}
+    if with_first_call:
+        result["first_call_ms"] = first_call(fn)
+    for _ in range(settings.warmup):
+        fn()
+    warm_clocks(fn, settings.clock_warmup_s)
+    runtime.synchronize()
+    flush = _L2Flusher(settings.flush_l2)
+    samples: list[float] = []
+    clock_samples: list[dict[str, Any]] = []
+    t_begin = time.perf_counter()
+    while True:
+        samples.append(_sample_once(fn, flush))
+        if monitor is not None:
+            clock_samples.append(monitor.read())
+        n = len(samples)
+        measured_s = sum(samples) * 1e-6
+        elapsed = time.perf_counter() - t_begin
+        if n >= settings.max_samples or elapsed >= settings.max_time_s:
+            target_reached = _converged(samples, settings.target_rel_ci)
+            break
+        if n >= settings.min_samples and measured_s >= settings.min_time_s and n % 10 == 0 \
+                and _converged(samples, settings.target_rel_ci):
+            target_reached = True
+            break
+    del flush
+    result.update(stats.summarize(samples))
+    result["samples_us"] = [round(s, 4) for s in samples]
+    result["target_rel_ci"] = settings.target_rel_ci
+    result["target_reached"] = bool(target_reached)
+    result["wall_s"] = time.perf_counter() - t_begin
+    if monitor is not None:
+        result["clocks"] = clocks.flag_samples(clock_samples, monitor.steady_sm_mhz)
+    return result
+
+
+def _converged(samples: list[float], target: float) -> bool:
+    lo, hi = stats.median_ci_order(np.asarray(samples))
+    med = float(np.median(samples))
+    return med > 0 and (hi - lo) / 2 <= target * med
+
+
+def graph_replay_us(fn: Callable[[], Any], calls: int, repeats: int = 20) -> dict[str, Any]:
+    """Per-call device time of ``calls`` launches captured in one CUDA graph and replayed: launch gaps
+    removed, so the difference to the plain median is the host/launch overhead."""
+    if runtime.select_backend() != "cuda":
+        return {"status": "skipped", "reason": "CUDA graphs need a CUDA device"}
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                fn()
+        graph.replay()
+        torch.cuda.synchronize()
+        per_call = []
+        for _ in range(repeats):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            per_call.append(start.elapsed_time(end) * 1e3 / calls)
+        del graph
+        return {"status": "ok", "calls_per_graph": calls, "samples_us": per_call,
+                "median_us": float(np.median(per_call))}
+    except Exception as exc:  # noqa: BLE001 - capture can legitimately fail (e.g. host sync inside fn)
+        torch.cuda.synchronize()
+        return {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def host_wall_us(fn: Callable[[], Any], calls: int) -> float:
+    """Host-side wall time per call for back-to-back launches (no synchronisation inside the loop):
+    the Python + launcher overhead that a launch-bound kernel pays."""
+    runtime.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    runtime.synchronize()
+    return (t1 - t0) * 1e6 / calls

@@ -1,0 +1,122 @@
+"""layernorm beyond the generic gate: single-element and constant rows, the looped variant over many
+chunks, the invariants' sensitivity, and why the variance is taken of centred values."""
+
+import math
+
+import pytest
+import torch
+
+from kernels import layernorm
+from kernelscope import correctness
+from kernelscope.spec import Implementation, Shape
+
+SPEC = layernorm.KERNEL
+ROW = SPEC.implementation("triton_row")
+LOOPED = SPEC.implementation("triton_looped")
+CPU = torch.device("cpu")
+SEEDS = (0, 1, 2)
+
+
+def _config(impl, shape, dtype):
+    return impl.default_config(shape, dtype)
+
+
+@pytest.mark.parametrize("dtype", list(SPEC.tolerances))
+@pytest.mark.parametrize("impl", (ROW, LOOPED), ids=lambda i: i.name)
+def test_single_element_rows(impl, dtype):
+    # N = 1: the variance is 0, x - mean is 0 and y must be the bias (eps keeps rstd finite).
+    # Not in the CPU shape set: there E[x^2] - E[x]^2 is exactly 0 too, so the one-pass control is
+    # (rightly) accepted. (torch's CPU fp16 layer_norm misses by ~5e-4 here on the offset rows: x - mean
+    # is not 0 in its arithmetic, and rstd = 1/sqrt(eps) = 316 amplifies it.)
+    shape = Shape({"M": 4, "N": 1}, "test")
+    record = correctness.check_implementation(SPEC, impl, shape, dtype, SEEDS, impl.default_config(shape, dtype))
+    assert record["status"] == "pass", record["failure"]
+
+
+def test_no_eps_gives_nan_on_single_element_rows():
+    record = correctness.check_implementation(SPEC, SPEC.implementation("no_eps"), Shape({"M": 4, "N": 1}, "x"),
+                                              torch.float32, (0,))
+    assert record["status"] == "fail"
+    assert "non-finite" in record["failure"]
+
+
+@pytest.mark.parametrize("impl", (ROW, LOOPED), ids=lambda i: i.name)
+def test_constant_rows_give_the_bias(impl):
+    shape = Shape({"M": 3, "N": 100}, "test")
+    inputs = SPEC.make_inputs(shape, torch.float32, CPU, seed=0)
+    inputs["x"] = torch.full((3, 100), 7.25)
+    out = correctness.run_poisoned(impl, SPEC, inputs, impl.default_config(shape, torch.float32), math.nan)
+    assert torch.equal(out, inputs["bias"].expand(3, 100))
+
+
+@pytest.mark.parametrize("dtype", (torch.float16, torch.float32))
+@pytest.mark.parametrize("shape", SPEC.shape_sets["cpu"], ids=lambda s: s.id)
+def test_looped_variant_over_many_chunks(shape, dtype):
+    # BLOCK_N = 16 makes every CPU row span several chunks with a partial last one (5 -> 1 chunk, 70 -> 5,
+    # 129 -> 9 with a 1-element tail).
+    record = correctness.check_implementation(SPEC, LOOPED, shape, dtype, SEEDS, {"BLOCK_N": 16, "num_warps": 1})
+    assert record["status"] == "pass", record["failure"]
+
+
+def test_defaults_are_in_the_config_space_and_survive_pruning_on_gpu_shapes():
+    for shape in SPEC.shape_sets["gpu"]:
+        for impl in (ROW, LOOPED):
+            if impl.unsupported_reason(shape, torch.float16):
+                continue
+            default = impl.default_config(shape, torch.float16)
+            assert default in impl.configs(shape, torch.float16), (impl.name, shape.id)
+            assert impl.prune(default, shape, torch.float16, {}) is None, (impl.name, shape.id)
+
+
+def test_row_variant_declines_rows_wider_than_its_register_block_and_looped_takes_them():
+    wide = Shape({"M": 2, "N": layernorm.MAX_ROW_BLOCK + 1}, "x")
+    assert ROW.unsupported_reason(wide, torch.float16)
+    assert LOOPED.unsupported_reason(wide, torch.float16) is None
+
+
+def _eager(name, fn):
+    return Implementation(name, "eager", lambda inputs, out, config: (
+        lambda: fn(inputs["x"], inputs["weight"], inputs["bias"])), writes_out=False)
+
+
+def _uncentred_output(x, w, b):
+    # correct statistics, but normalises x instead of x - mean
+    xf = x.float()
+    var = xf.var(dim=-1, unbiased=False, keepdim=True)
+    return (xf * torch.rsqrt(var + layernorm.EPS) * w.float() + b.float()).to(x.dtype)
+
+
+def test_invariants_are_live():
+    shape = Shape({"M": 8, "N": 64}, "test")
+    limit = layernorm._moment_limit(torch.float16)
+    # regime 0: the uncentred output's rows keep their mean / std, far from 0
+    broken = correctness.check_implementation(SPEC, _eager("uncentred", _uncentred_output), shape, torch.float16, (0,))
+    assert broken["normalised_mean_error"] > 10 * limit
+    # regime 2 (var = eps / 10): without eps the normalised variance is 1, not 1/11
+    no_eps = correctness.check_implementation(SPEC, SPEC.implementation("no_eps"), shape, torch.float16, (2,))
+    assert no_eps["normalised_variance_error"] > 10 * limit
+    ok = correctness.check_implementation(SPEC, ROW, shape, torch.float16, SEEDS, _config(ROW, shape, torch.float16))
+    assert ok["normalised_mean_error"] <= limit and ok["normalised_variance_error"] <= limit
+
+
+def _one_pass_fp32(x, w, b):
+    xf = x.float()
+    mean = xf.mean(dim=-1, keepdim=True)
+    var = (xf * xf).mean(dim=-1, keepdim=True) - mean * mean
+    return ((xf - mean) * torch.rsqrt(var + layernorm.EPS) * w.float() + b.float()).to(x.dtype)
+
+
+def test_centred_variance_beats_one_pass_on_offset_rows():
+    # Regime 1 (mean offset 32 std): in fp32 the one-pass E[x^2] - E[x]^2 loses ~10 bits more than
+    # the kernels' mean-then-centred-variance.
+    shape = Shape({"M": 32, "N": 256}, "test")
+    two_pass = correctness.check_implementation(SPEC, ROW, shape, torch.float32, (1,), _config(ROW, shape, torch.float32))
+    one_pass = correctness.check_implementation(SPEC, _eager("one_pass", _one_pass_fp32), shape, torch.float32, (1,))
+    assert two_pass["status"] == "pass", two_pass["failure"]
+    assert one_pass["max_abs_err"] > 10 * two_pass["max_abs_err"]
+
+
+def test_traffic_model():
+    shape = Shape({"M": 16384, "N": 4096}, "x")
+    assert SPEC.bytes_moved(shape, torch.float16) == 2 * (2 * 16384 * 4096 + 2 * 4096)
+    assert SPEC.bytes_moved(shape, torch.float16) >= 256 * 2**20

@@ -1,0 +1,186 @@
+"""Matmul beyond the generic gate: many-tile masked edges, transposed operands on both paths, the
+persistent tile loop, the GROUP_M swizzle, the TMA/pointer selection, pruning, and the negative control.
+
+Everything runs on Triton's interpreter (4 nominal SMs), through the same correctness gate as the pipeline.
+"""
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kernelscope import correctness, runtime
+from kernelscope.spec import Shape
+from kernels import matmul as mm
+
+SPEC = mm.KERNEL
+GROUPED = SPEC.implementation("triton_grouped")
+PERSISTENT = SPEC.implementation("triton_persistent")
+CONTROL = SPEC.implementation("k_off_by_one")
+DTYPES = [torch.float16, torch.bfloat16]
+H200 = {"num_sms": 132, "max_shared_mem_per_block": 232448, "l2_bytes": 60 * 2**20, "capability": (9, 0),
+        "interpreter": False}
+
+
+def _shape(**params: int) -> Shape:
+    return Shape(params, "test")
+
+
+def _gate(impl, shape, dtype, config, seeds=(0,)):
+    assert impl.prune(config, shape, dtype, runtime.device_limits()) is None, "test config must be runnable"
+    return correctness.check_implementation(SPEC, impl, shape, dtype, seeds, config)
+
+
+def _small(block: int, group_m: int, **extra: int) -> dict:
+    return mm._config(block, block, block, group_m, 1, 2, **extra)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("impl,extra", [(GROUPED, {}), (PERSISTENT, {"TMA": 0})], ids=["grouped", "persistent"])
+def test_masked_edges_over_many_tiles(impl, extra, dtype):
+    # 33 x 47 x 65 with 16-wide tiles: 3 x 3 tiles, the last row and column tile 1 and 15 wide, five K steps
+    # with a 1-wide tail, and GROUP_M=2 over 3 row tiles leaves a short last group.
+    shape = _shape(M=33, N=47, K=65)
+    config = _small(16, 2, **extra)
+    assert mm._num_tiles(33, 47, config) == 9 and 65 % 16 == 1
+    result = _gate(impl, shape, dtype, config)
+    assert result["status"] == "pass", result["failure"]
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(1, 0), (0, 1), (1, 1)], ids=["A_T", "B_T", "both_T"])
+@pytest.mark.parametrize("impl,extra", [(GROUPED, {}), (PERSISTENT, {"TMA": 0}), (PERSISTENT, {"TMA": 1})],
+                         ids=["grouped", "persistent_pointers", "persistent_tma"])
+def test_transposed_operands(impl, extra, trans_a, trans_b):
+    # Edges not multiples of 32 and a K tail (72 = 2 x 32 + 8), operands given as transposed views.
+    shape = _shape(M=48, N=40, K=72, transA=trans_a, transB=trans_b)
+    inputs = SPEC.make_inputs(shape, torch.float16, runtime.device(), 0)
+    assert (inputs["a"].stride(0) == 1) == bool(trans_a) and (inputs["b"].stride(0) == 1) == bool(trans_b)
+    result = _gate(impl, shape, torch.float16, _small(32, 4, **extra))
+    assert result["status"] == "pass", result["failure"]
+
+
+@pytest.mark.parametrize("tma", [0, 1])
+def test_persistent_programs_loop_over_more_tiles_than_programs(tma):
+    shape = _shape(M=64, N=64, K=64)
+    config = _small(16, 2, TMA=tma)
+    (programs,) = mm.persistent_grid(64, 64, config, runtime.device_limits()["num_sms"])
+    tiles = mm._num_tiles(64, 64, config)
+    assert (programs, tiles) == (4, 16)  # each program computes 4 tiles
+    # NaN-poisoned output: a tile no program reached would fail here
+    result = _gate(PERSISTENT, shape, torch.float16, config)
+    assert result["status"] == "pass", result["failure"]
+
+
+@triton.jit
+def _swizzle_probe(out_ptr, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    tile_id = tl.program_id(0)
+    pid_m, pid_n = mm._tile_coordinates(tile_id, num_pid_m, num_pid_n, GROUP_M)
+    tl.store(out_ptr + 2 * tile_id, pid_m)
+    tl.store(out_ptr + 2 * tile_id + 1, pid_n)
+
+
+@pytest.mark.parametrize("num_pid_m,num_pid_n,group_m", [(5, 3, 2), (4, 4, 8), (7, 2, 3)])
+def test_group_swizzle_is_a_permutation_in_column_groups(num_pid_m, num_pid_n, group_m):
+    tiles = num_pid_m * num_pid_n
+    out = torch.full((tiles, 2), -1, dtype=torch.int32)
+    _swizzle_probe[(tiles,)](out, num_pid_m, num_pid_n, GROUP_M=group_m)
+    coords = [tuple(row) for row in out.tolist()]
+    assert sorted(coords) == [(m, n) for m in range(num_pid_m) for n in range(num_pid_n)]
+    # The first group covers row tiles 0..GROUP_M-1, walking down each column before the next one.
+    first_rows = min(group_m, num_pid_m)
+    head = coords[: first_rows * num_pid_n]
+    assert head == [(m, n) for n in range(num_pid_n) for m in range(first_rows)]
+
+
+@pytest.mark.parametrize("operands,elem_bytes,limits,has_descriptors,expected", [
+    ({"A": ((64, 1), 0), "B": ((32, 1), 256)}, 2, H200, True, None),
+    ({"A": ((1, 48), 0)}, 2, H200, True, None),  # column-major: described through its transpose
+    ({"A": ((65, 1), 0)}, 2, H200, True, "not a multiple of 16 bytes"),  # fp16 rows of 65 elements
+    ({"A": ((65, 1), 0)}, 4, H200, True, "not a multiple of 16 bytes"),
+    ({"A": ((64, 1), 2)}, 2, H200, True, "16-byte aligned"),
+    ({"A": ((128, 2), 0)}, 2, H200, True, "no unit stride"),
+    ({"A": ((64, 1), 0)}, 2, {**H200, "capability": (8, 0)}, True, "compute capability"),
+    ({"A": ((64, 1), 0)}, 2, {**H200, "capability": (0, 0), "interpreter": True}, True, None),
+    ({"A": ((64, 1), 0)}, 2, H200, False, "tl.make_tensor_descriptor"),
+], ids=["row_major", "col_major", "odd_rows_fp16", "odd_rows_fp32", "misaligned_base", "no_unit_stride",
+        "ampere", "interpreter", "old_triton"])
+def test_tma_feature_check(operands, elem_bytes, limits, has_descriptors, expected):
+    reason = mm.tma_unsupported_reason(operands, elem_bytes, limits, has_descriptors=has_descriptors)
+    if expected is None:
+        assert reason is None
+    else:
+        assert reason is not None and expected in reason
+
+
+def test_tma_selection_from_shape_and_device(monkeypatch):
+    fp16 = torch.float16
+    odd, aligned = _shape(M=33, N=47, K=65), _shape(M=48, N=40, K=72, transA=1, transB=1)
+    assert PERSISTENT.default_config(odd, fp16)["TMA"] == 0
+    assert PERSISTENT.default_config(aligned, fp16)["TMA"] == 1
+    assert "TMA=1 impossible" in PERSISTENT.prune(_small(16, 2, TMA=1), odd, fp16, H200)
+    assert PERSISTENT.prune(_small(16, 2, TMA=0), odd, fp16, H200) is None
+    gpu = _shape(M=4096, N=4096, K=4096)
+    assert PERSISTENT.prune(mm._config(128, 256, 64, 8, 8, 3, TMA=1), gpu, fp16, {**H200, "capability": (8, 0)})
+    monkeypatch.setattr(runtime, "device_limits", lambda: {**H200, "capability": (8, 0)})
+    assert PERSISTENT.default_config(gpu, fp16)["TMA"] == 0
+    monkeypatch.setattr(runtime, "device_limits", lambda: H200)
+    assert PERSISTENT.default_config(gpu, fp16)["TMA"] == 1
+
+
+def test_prepare_refuses_tma_on_a_misaligned_base_and_pointers_handle_it():
+    M = N = K = 32
+    g = torch.Generator().manual_seed(0)
+    flat = torch.randn(M * K + 1, generator=g).to(torch.float16)
+    a = flat[1:].view(M, K)  # base 2 bytes past an aligned allocation
+    b = torch.randn(K, N, generator=g).to(torch.float16)
+    inputs = {"a": a, "b": b}
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        PERSISTENT.prepare(inputs, SPEC.make_output(inputs), _small(16, 2, TMA=1))
+    out = PERSISTENT.prepare(inputs, SPEC.make_output(inputs).fill_(float("nan")), _small(16, 2, TMA=0))()
+    expected = correctness.reference_for(SPEC, inputs)
+    tol = SPEC.tolerance(torch.float16)
+    assert correctness.compare(out, expected, tol.atol, tol.rtol)["ok"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_negative_control_rejected_without_a_k_tail(dtype):
+    # The hardest CPU case for it: K = 64 is an exact multiple of every tile, so only the off-by-one
+    # bound (not a tail mask) can make it wrong. Its error must clear the tolerance by a wide margin.
+    shape = _shape(M=64, N=64, K=64)
+    result = correctness.check_implementation(SPEC, CONTROL, shape, dtype, (0, 1), {})
+    assert result["ok"] is False and "outside" in result["failure"]
+    assert result["max_abs_err"] > 20 * SPEC.tolerance(dtype).atol
+
+
+def test_prune_shared_memory_and_oversized_tiles():
+    fp16, big = torch.float16, _shape(M=4096, N=4096, K=4096)
+    # 4 stages x (256x64 + 64x256) x 2 B = 256 KB > 227 KB
+    assert "shared memory" in GROUPED.prune(mm._config(256, 256, 64, 8, 8, 4), big, fp16, H200)
+    # 128x256x64 s4: 192 KB of operand stages fits, but the TMA path also stages the 64 KB C tile
+    assert GROUPED.prune(mm._config(128, 256, 64, 8, 8, 4), big, fp16, H200) is None
+    assert "C tile" in PERSISTENT.prune(mm._config(128, 256, 64, 8, 8, 4, TMA=1), big, fp16, H200)
+    assert "padding" in GROUPED.prune(mm._config(128, 128, 64, 8, 4, 4), _shape(M=33, N=300, K=300), fp16, H200)
+    assert "at most 256" in PERSISTENT.prune(mm._config(512, 64, 32, 8, 8, 2, TMA=1), big, fp16, H200)
+
+
+@pytest.mark.parametrize("impl", [GROUPED, PERSISTENT], ids=["grouped", "persistent"])
+def test_config_spaces_and_defaults(impl):
+    for shape in SPEC.shape_sets["gpu"]:
+        for dtype in DTYPES:
+            configs = impl.configs(shape, dtype)
+            default = impl.default_config(shape, dtype)
+            assert len(configs) <= 16
+            assert impl.prune(default, shape, dtype, H200) is None
+            assert default in configs  # the sweep then times exactly the declared space
+    for shape in SPEC.shape_sets["cpu"]:
+        default = impl.default_config(shape, torch.float16)
+        # interpreter cost grows with the tile: the default never pads a dimension past the next power of two
+        for block, dim in (("BLOCK_M", "M"), ("BLOCK_N", "N"), ("BLOCK_K", "K")):
+            assert 16 <= default[block] <= max(16, triton.next_power_of_2(shape[dim]))
+        assert impl.prune(default, shape, torch.float16, runtime.device_limits()) is None
+
+
+def test_work_and_traffic_model():
+    shape = _shape(M=8192, N=8192, K=1000)
+    assert SPEC.flops(shape) == 2 * 8192 * 8192 * 1000
+    assert SPEC.bytes_moved(shape, torch.bfloat16) == 2 * (8192 * 1000 + 1000 * 8192 + 8192 * 8192)

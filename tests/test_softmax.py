@@ -1,0 +1,207 @@
+"""Edge cases of the softmax variants beyond the generic gate (tests/test_kernels.py).
+
+Every closeness check goes through ``kernelscope.correctness`` (fp64 reference, NaN-poisoned output,
+repeat with another poison, inputs unchanged, row-sum invariant), so a pass here means what it means in
+the pipeline. Shapes are tiny: the kernels run in Triton's interpreter.
+"""
+
+import math
+
+import pytest
+import torch
+
+from kernelscope import correctness
+from kernelscope.spec import Shape
+from kernels import softmax
+
+SPEC = softmax.KERNEL
+SEEDS = (0, 1, 2)  # one seed per input regime of make_inputs (N(0,1); +100 offset; wide spread)
+TRITON = ("triton_row", "triton_persistent", "triton_online")
+NUM_SMS = 4  # kernelscope.runtime.device_limits() under the interpreter
+
+# H200 limits for checking the declared config spaces against the device they are for.
+H200 = {"num_sms": 132, "max_shared_mem_per_block": 227 * 1024, "l2_bytes": 60 * 2**20}
+
+
+def shape(**params: int) -> Shape:
+    return Shape(params, "test")
+
+
+def gate(name: str, shp: Shape, dtype: torch.dtype, config: dict | None = None, seeds=SEEDS) -> dict:
+    impl = SPEC.implementation(name)
+    if config is None and impl.kind == "triton":
+        config = impl.default_config(shp, dtype)
+    return correctness.check_implementation(SPEC, impl, shp, dtype, seeds, config)
+
+
+def assert_pass(record: dict) -> None:
+    assert record["status"] == "pass", f"{record['implementation']} {record['config']}: {record['failure']}"
+
+
+def run(name: str, x: torch.Tensor, config: dict | None = None) -> torch.Tensor:
+    impl = SPEC.implementation(name)
+    shp = shape(M=x.shape[0], N=x.shape[1])
+    out = SPEC.make_output({"x": x}).fill_(math.nan)
+    return impl.prepare({"x": x}, out, config or impl.default_config(shp, x.dtype))()
+
+
+@pytest.mark.parametrize("name", TRITON)
+def test_single_column_rows_are_exactly_one(name):
+    # N=1: the row kernels' 1-wide block, the online kernel's BLOCK_N=1; stride 3 makes rows non-contiguous.
+    x = softmax.make_inputs(shape(M=5, N=1, stride=3), torch.float32, torch.device("cpu"), seed=1)["x"]
+    assert torch.equal(run(name, x), torch.ones(5, 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("name", TRITON)
+def test_non_power_of_two_width(name, dtype):
+    assert_pass(gate(name, shape(M=5, N=100), dtype))
+
+
+@pytest.mark.parametrize(("name", "config", "n_cols"), [
+    ("triton_row", {"num_warps": 4}, 257),                                               # 257 pads to 512
+    ("triton_persistent", {"programs_per_sm": 2, "num_stages": 2, "num_warps": 4}, 257),
+    ("triton_online", {"BLOCK_N": 64, "num_warps": 2}, 65),                              # block + 1-wide tail
+    ("triton_online", {"BLOCK_N": 64, "num_warps": 2}, 129),                             # 2 blocks + 1
+])
+def test_one_more_than_a_block(name, config, n_cols):
+    assert_pass(gate(name, shape(M=6, N=n_cols), torch.float32, config))
+
+
+@pytest.mark.parametrize("name", TRITON)
+def test_strided_rows(name):
+    shp = shape(M=7, N=90, stride=133)
+    x = softmax.make_inputs(shp, torch.float16, torch.device("cpu"), seed=0)["x"]
+    assert x.stride(0) == 133 and not x.is_contiguous()
+    assert_pass(gate(name, shp, torch.float16))
+
+
+def inputs_with_infinities(dtype: torch.dtype) -> torch.Tensor:
+    """Rows that each put -inf where an online softmax can go wrong (N=300, blocks of 64 in the test)."""
+    x = torch.randn(7, 300, generator=torch.Generator().manual_seed(5)) * 3
+    inf = -math.inf
+    x[1, :150] = inf       # the first two blocks are all -inf: the running max is still -inf when they are summed
+    x[2, ::7] = inf        # scattered -inf in every block
+    x[3, :] = inf          # a fully -inf row: torch and the fp64 reference give NaN
+    x[4, :-1] = inf        # one finite value, in the tail block: the output is one-hot
+    x[5, 256:] = inf       # the whole tail block is -inf after finite blocks
+    x[6, 3] = 80.0         # the max grows by a lot inside the first block, then never again
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize(("name", "config"), [
+    ("triton_row", None),
+    ("triton_persistent", {"programs_per_sm": 1, "num_stages": 2, "num_warps": 4}),
+    ("triton_online", {"BLOCK_N": 64, "num_warps": 2}),
+    ("triton_online", {"BLOCK_N": 512, "num_warps": 4}),
+])
+def test_minus_infinity_entries_and_rows_match_torch(name, config, dtype):
+    x = inputs_with_infinities(dtype)
+    out = run(name, x, config)
+    expected = correctness.reference_for(SPEC, {"x": x})
+    assert torch.isnan(expected[3]).all() and not torch.isnan(expected[[0, 1, 2, 4, 5, 6]]).any()
+    tol = SPEC.tolerance(dtype)
+    result = correctness.compare(out, expected, tol.atol, tol.rtol)
+    assert result["ok"], result["failure"]
+    # Same NaN positions as torch itself, and masked-out -inf entries are exact zeros.
+    assert torch.equal(torch.isnan(out), torch.isnan(torch.softmax(x, dim=-1)))
+    finite_rows = [0, 1, 2, 4, 5, 6]
+    assert (out[finite_rows][x[finite_rows] == -math.inf] == 0).all()
+    assert out[4, -1] == 1
+
+
+def test_minus_infinity_one_column_at_a_time():
+    # BLOCK_N=1: the running max moves (or stays -inf) at every column.
+    x = inputs_with_infinities(torch.float32)
+    out = run("triton_online", x, {"BLOCK_N": 1, "num_warps": 1})
+    result = correctness.compare(out, correctness.reference_for(SPEC, {"x": x}), 1e-7, 2e-5)
+    assert result["ok"], result["failure"]
+
+
+@pytest.mark.parametrize("dtype", list(SPEC.tolerances))
+@pytest.mark.parametrize("name", TRITON)
+def test_rows_sum_to_one(name, dtype):
+    shp = shape(M=9, N=300)
+    limit = softmax._row_sum_limit(dtype)
+    for seed in SEEDS:
+        x = softmax.make_inputs(shp, dtype, torch.device("cpu"), seed)["x"]
+        out = run(name, x)
+        assert softmax._row_sum_error(out, {"x": x}) <= limit
+        assert (out >= 0).all() and (out <= 1).all()
+
+
+@pytest.mark.parametrize("block_n", [4, 16, 64, 128, 256, 512])
+def test_online_block_widths_agree_on_one_input(block_n):
+    # From 75 blocks of four columns to one block for the whole row, on the same inputs: within
+    # tolerance of fp64 on every regime (the rescale path with many blocks, the plain path with one).
+    assert_pass(gate("triton_online", shape(M=4, N=300), torch.float32, {"BLOCK_N": block_n, "num_warps": 1}))
+
+
+def test_online_running_sum_is_compensated():
+    # One row: exp(0) = 1 first, then 512 terms of 0.9 * 2^-24, each under half an ulp of a sum near 1,
+    # so plain sequential fp32 adds drop every one of them (the row sum comes out 2.7e-5 too high).
+    terms = torch.full((512,), 0.9 * 2.0**-24, dtype=torch.float64)
+    x = torch.cat([torch.zeros(1, dtype=torch.float64), terms.log()]).to(torch.float32)[None, :]
+    plain = torch.tensor(0.0)
+    for value in torch.exp(x[0]):
+        plain += value
+    exact = torch.exp(x[0].double()).sum()
+    limit = softmax._row_sum_limit(torch.float32)
+    assert abs(exact / plain.double() - 1) > 10 * limit  # the input defeats uncompensated summation
+    out = run("triton_online", x, {"BLOCK_N": 1, "num_warps": 1})
+    assert softmax._row_sum_error(out, {"x": x}) <= limit
+
+
+def test_online_handles_rows_too_wide_for_one_block():
+    shp = shape(M=2, N=262144)
+    for name in ("triton_row", "triton_persistent"):
+        assert SPEC.implementation(name).unsupported_reason(shp, torch.float32)
+    assert_pass(gate("triton_online", shp, torch.float32, {"BLOCK_N": 16384, "num_warps": 8}))
+
+
+@pytest.mark.parametrize("use_tl_range", [True, False])
+def test_persistent_programs_loop_over_several_rows(monkeypatch, use_tl_range):
+    # 33 rows on a grid of 4 programs: 9, 8, 8, 8 rows each (also through the plain-range fallback).
+    monkeypatch.setattr(softmax, "PIPELINED_RANGE", use_tl_range and softmax.PIPELINED_RANGE)
+    assert softmax.persistent_grid(33, programs_per_sm=1) == NUM_SMS
+    config = {"programs_per_sm": 1, "num_stages": 2 if use_tl_range else 1, "num_warps": 4}
+    assert_pass(gate("triton_persistent", shape(M=33, N=70, stride=80), torch.float16, config))
+
+
+def test_persistent_grid_is_capped_at_the_row_count():
+    # 3 rows, 4 SMs x 8 programs: the grid is the 3 rows, one each; a larger grid would leave programs
+    # with no row, which is harmless, but the cap is what makes small launches identical to triton_row.
+    assert softmax.persistent_grid(3, programs_per_sm=8) == 3
+    assert_pass(gate("triton_persistent", shape(M=3, N=300), torch.float32,
+                     {"programs_per_sm": 8, "num_stages": 2, "num_warps": 4}))
+
+
+def test_online_control_is_rejected_and_only_its_rescale_is_wrong():
+    case = correctness.check_case(SPEC, shape(M=3, N=300), torch.float32, SEEDS)
+    control = next(c for c in case["negative_controls"] if c["implementation"] == "online_no_rescale")
+    assert control["rejected"] and control["status"] == "fail", control
+    assert case["gate_live"]
+    # With the whole row in one block nothing is ever rescaled, and the control is correct: the gate
+    # rejects it for the dropped rescale, not for anything else.
+    control_impl = SPEC.implementation("online_no_rescale")
+    one_block = correctness.check_implementation(SPEC, control_impl, shape(M=3, N=300), torch.float32, SEEDS,
+                                                 {"BLOCK_N": 512, "num_warps": 4})
+    assert one_block["status"] == "pass", one_block["failure"]
+
+
+def test_config_spaces_fit_the_h200_and_contain_no_pruned_default():
+    for shp in SPEC.shape_sets["gpu"]:
+        for dtype in SPEC.tolerances:
+            for name in ("triton_persistent", "triton_online"):
+                impl = SPEC.implementation(name)
+                if impl.unsupported_reason(shp, dtype):
+                    continue
+                configs = impl.configs(shp, dtype)
+                assert 1 <= len(configs) <= 8
+                assert impl.prune(impl.default_config(shp, dtype), shp, dtype, H200) is None, (name, shp.id)
+                assert any(impl.prune(c, shp, dtype, H200) is None for c in configs)
+    # Two stages of a 65536-wide fp32 row (512 KB) cannot be in shared memory.
+    wide = shape(M=1024, N=65536)
+    assert softmax._persistent_prune({"programs_per_sm": 1, "num_stages": 2, "num_warps": 8}, wide, torch.float32,
+                                     H200)

@@ -1,0 +1,95 @@
+"""The statistics and the claim rules, on recorded (synthetic, seeded) sample sets."""
+
+import numpy as np
+import pytest
+
+from kernelscope import claims, clocks, stats
+
+
+def _rec(name, kind, samples, flags=None):
+    rec = {"implementation": name, "kind": kind, "status": "ok", "samples_us": list(samples), "n": len(samples)}
+    if flags is not None:
+        rec["clocks"] = {"n_flagged": sum(1 for f in flags if f), "flags": flags}
+    return rec
+
+
+RNG = np.random.default_rng(7)
+BASE = RNG.normal(100.0, 1.0, 200)
+
+
+def test_clear_difference_is_claimed_with_direction():
+    fast = RNG.normal(80.0, 1.0, 200)
+    c = claims.compare(_rec("triton", "triton", fast), _rec("torch", "eager", BASE), aa_rel=0.005, interpreter=False)
+    assert c["verdict"] == claims.FASTER
+    assert c["mannwhitney_p"] < claims.ALPHA
+    assert "faster" in claims.sentence(c)
+
+
+def test_difference_inside_the_noise_is_not_resolved():
+    same = RNG.normal(100.2, 1.0, 200)  # 0.2 % apart with 1 % spread
+    c = claims.compare(_rec("triton", "triton", same), _rec("torch", "eager", BASE), aa_rel=0.01, interpreter=False)
+    assert c["verdict"] == claims.UNRESOLVED
+
+
+def test_significant_but_below_aa_floor_is_not_resolved():
+    shifted = BASE * 0.97  # 3 % faster, but the A/A floor is 5 %
+    c = claims.compare(_rec("triton", "triton", shifted), _rec("torch", "eager", BASE), aa_rel=0.05, interpreter=False)
+    assert c["mannwhitney_p"] < claims.ALPHA
+    assert c["verdict"] == claims.UNRESOLVED
+    assert "A/A" in c["why"]
+
+
+def test_too_few_samples_is_not_resolved():
+    c = claims.compare(_rec("t", "triton", [1.0, 1.1, 0.9]), _rec("b", "eager", [5.0, 5.1, 4.9]), 0.0, False)
+    assert c["verdict"] == claims.UNRESOLVED and "too few" in c["why"]
+
+
+def test_interpreter_timings_support_nothing():
+    c = claims.compare(_rec("t", "triton", BASE * 0.5), _rec("b", "eager", BASE), 0.0, interpreter=True)
+    assert c["verdict"] == claims.NOT_COMPARABLE
+
+
+def test_failed_correctness_blocks_claims():
+    timing_doc = {"interpreter": False, "aa_floor": {"rel_diff": 0.001},
+                  "implementations": [_rec("torch", "eager", BASE), _rec("triton", "triton", BASE * 0.5)]}
+    gate = {"implementations": [{"implementation": "torch", "status": "pass"},
+                                {"implementation": "triton", "status": "fail"}]}
+    [c] = claims.case_claims(timing_doc, gate)
+    assert c["verdict"] == claims.NOT_COMPARABLE and "correctness" in c["why"]
+
+
+def test_throttled_samples_are_flagged_and_disclosed():
+    readings = [{"sm_mhz": 1980, "throttle": []}, {"sm_mhz": 1980, "throttle": ["sw_power_cap"]},
+                {"sm_mhz": 1200, "throttle": ["gpu_idle"]}, {"sm_mhz": 1975, "throttle": ["gpu_idle"]}]
+    flagged = clocks.flag_samples(readings, steady_sm_mhz=1980)
+    assert flagged["n_flagged"] == 2
+    assert flagged["flags"][1].startswith("throttled:sw_power_cap")
+    assert "steady" in flagged["flags"][2]
+    assert flagged["flags"][0] == flagged["flags"][3] == ""
+    text = claims.disclosures([(flagged["n_flagged"], 4), (0, 4)])
+    assert text.startswith("2 of 8 timed samples (25.0%)")
+    a = _rec("triton", "triton", RNG.normal(80, 1, 200), flags=["x"] * 5 + [""] * 195)
+    c = claims.compare(a, _rec("torch", "eager", BASE), 0.0, False)
+    assert c["flagged"]["triton"] == [5, 200]
+
+
+def test_summary_and_cis_bracket_the_median():
+    s = stats.summarize(BASE)
+    assert s["ci95_low_us"] <= s["median_us"] <= s["ci95_high_us"]
+    assert s["p20_us"] <= s["median_us"] <= s["p80_us"]
+    lo, hi = stats.median_ci_order(BASE)
+    assert lo <= s["median_us"] <= hi
+    assert s["n"] == 200
+
+
+def test_aa_floor_of_identical_distributions_is_small():
+    aa = stats.aa_floor(BASE[:100], BASE[100:])
+    assert aa["rel_diff"] < 0.01
+
+
+@pytest.mark.parametrize("bad", [{"atol": -1.0, "rtol": 0.0, "reason": "x"}, {"atol": 0.0, "rtol": 0.0, "reason": " "}])
+def test_tolerance_validation(bad):
+    from kernelscope.spec import Tolerance
+
+    with pytest.raises(ValueError):
+        Tolerance(**bad)

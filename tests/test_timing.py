@@ -1,0 +1,80 @@
+"""The measurement loop's rules, with host functions of known cost (no GPU needed)."""
+
+import time
+
+import pytest
+
+from kernelscope import sweep, timing
+
+
+def _sleeper(seconds):
+    calls = []
+
+    def fn():
+        calls.append(1)
+        t_end = time.perf_counter() + seconds
+        while time.perf_counter() < t_end:
+            pass
+
+    return fn, calls
+
+
+def test_first_call_and_warmup_are_kept_apart_from_samples():
+    state = {"n": 0}
+
+    def fn():
+        state["n"] += 1
+        time.sleep(0.05 if state["n"] == 1 else 0.0005)  # the first call "compiles"
+
+    settings = timing.TimingSettings(warmup=3, min_samples=10, max_samples=10, min_time_s=0, max_time_s=5)
+    r = timing.measure(fn, settings)
+    assert r["first_call_ms"] >= 45
+    assert r["n"] == len(r["samples_us"]) == 10
+    assert max(r["samples_us"]) < 40_000  # the compile call is not a sample
+    assert state["n"] == 1 + 3 + 10
+
+
+def test_noise_target_stops_early_when_reached():
+    fn, calls = _sleeper(0.0002)
+    settings = timing.TimingSettings(warmup=0, min_samples=10, max_samples=5000, min_time_s=0, max_time_s=5,
+                                     target_rel_ci=0.5)
+    r = timing.measure(fn, settings, with_first_call=False)
+    assert r["target_reached"] and r["n"] < 5000
+
+
+def test_time_cap_marks_target_not_reached():
+    state = {"n": 0}
+
+    def noisy():
+        state["n"] += 1
+        time.sleep(0.001 * (1 + (state["n"] % 7)))  # 7x spread: a 0.01 % CI target is unreachable
+
+    settings = timing.TimingSettings(warmup=0, min_samples=10, max_samples=100000, min_time_s=0, max_time_s=0.2,
+                                     target_rel_ci=0.0001)
+    r = timing.measure(noisy, settings, with_first_call=False)
+    assert r["target_reached"] is False
+    assert r["wall_s"] < 1.0
+
+
+def test_unknown_timing_setting_is_named():
+    with pytest.raises(ValueError, match="warmups"):
+        timing.TimingSettings.from_config({"warmups": 3})
+
+
+def test_sweep_summary_ranks_default_and_spread():
+    recs = [
+        {"config": {"w": 4}, "key": "w=4", "is_default": True, "status": "ok", "median_us": 12.0, "first_call_ms": 100},
+        {"config": {"w": 8}, "key": "w=8", "is_default": False, "status": "ok", "median_us": 10.0, "first_call_ms": 90},
+        {"config": {"w": 32}, "key": "w=32", "is_default": False, "status": "pruned", "reason": "too many warps"},
+        {"config": {"w": 2}, "key": "w=2", "is_default": False, "status": "wrong", "reason": "3 elements"},
+    ]
+    s = sweep.summarize(recs)
+    assert s["best"]["key"] == "w=8"
+    assert s["default"]["rank"] == 2 and s["default"]["over_best"] == pytest.approx(1.2)
+    assert s["worst_over_best"] == pytest.approx(1.2)
+    assert s["counts"] == {"ok": 2, "pruned": 1, "failed": 0, "wrong": 1}
+
+
+def test_sweep_with_no_valid_config_says_so():
+    s = sweep.summarize([{"config": {}, "key": "", "is_default": True, "status": "failed", "reason": "OutOfResources"}])
+    assert s["best"] is None and s["status"] == "no_valid_config"

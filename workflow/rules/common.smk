@@ -1,0 +1,50 @@
+# Shared definitions: the device key, the case plan, and input functions for the per-case rules.
+# All logic lives in the kernelscope package; this file only adapts it to Snakemake.
+
+import sys
+
+sys.path.insert(0, workflow.basedir)
+
+from kernelscope import cases as ks_cases
+
+DEVICE = ks_cases.device_key(config)
+CASES = ks_cases.plan(config, DEVICE)
+CASE_BY_ID = {(c.kernel, c.dtype, c.shape): c for c in CASES}
+VARIANTS = {c.kernel: ks_cases.registry.get(c.kernel).triton_variants for c in CASES}
+SPECS = f"results/{DEVICE}/specs.json"
+
+# Timing-sensitive jobs (sweep, timing, calibrate) take every GPU share, so nothing else runs on the GPU
+# while they measure; correctness, profile and environment jobs take one share and may run side by side.
+# profiles/default grants GPU_EXCLUSIVE shares in all.
+GPU_EXCLUSIVE = 8
+
+# Jobs run `python -m kernelscope ...`: inside the container that is the image's python; on the host
+# it is the interpreter running Snakemake (so a venv works without being activated).
+IN_CONTAINER = "APPTAINER" in {m.name for m in workflow.deployment_settings.deployment_method}
+PYTHON = "python" if IN_CONTAINER else sys.executable
+
+
+wildcard_constraints:
+    device=DEVICE,
+    kernel="|".join(sorted({c.kernel for c in CASES})) or "none",
+    dtype="float16|bfloat16|float32",
+    shape=r"[A-Za-z0-9_]+",
+
+
+def kernel_module(wildcards):
+    return f"kernels/{wildcards.kernel}.py"
+
+
+def sweep_results(wildcards):
+    return [
+        f"results/{wildcards.device}/sweep/{wildcards.kernel}/{wildcards.dtype}/{wildcards.shape}/{v.name}.json"
+        for v in VARIANTS[wildcards.kernel]
+    ]
+
+
+def case_results(stage):
+    return [f"results/{DEVICE}/{stage}/{c.kernel}/{c.dtype}/{c.shape}.json" for c in CASES]
+
+
+def case_args(wildcards):
+    return f"--kernel {wildcards.kernel} --shape {wildcards.shape} --dtype {wildcards.dtype}"

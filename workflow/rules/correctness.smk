@@ -1,0 +1,15 @@
+# Check every implementation and negative control of one case against the fp64 reference.
+rule correctness:
+    input:
+        specs=SPECS,
+        module=kernel_module,
+    output:
+        "results/{device}/correctness/{kernel}/{dtype}/{shape}.json",
+    params:
+        case=case_args,
+    resources:
+        gpu_share=1,
+    log:
+        "logs/{device}/correctness/{kernel}/{dtype}/{shape}.log",
+    shell:
+        "{PYTHON} -m kernelscope correctness --specs {input.specs} {params.case} --out {output} > {log} 2>&1"

@@ -1,0 +1,17 @@
+# Capture which CUDA kernels each implementation of one case launches.
+rule profile:
+    input:
+        specs=SPECS,
+        module=kernel_module,
+        sweep=sweep_results,
+    output:
+        "results/{device}/profile/{kernel}/{dtype}/{shape}.json",
+    params:
+        case=case_args,
+    resources:
+        gpu_share=1,
+    log:
+        "logs/{device}/profile/{kernel}/{dtype}/{shape}.log",
+    shell:
+        "{PYTHON} -m kernelscope profile --specs {input.specs} {params.case} --sweep {input.sweep} "
+        "--out {output} > {log} 2>&1"

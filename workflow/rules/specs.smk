@@ -1,0 +1,14 @@
+# Resolve the config into the case list and stage settings that every job reads (config -> specs).
+localrules:
+    specs,
+
+
+rule specs:
+    output:
+        SPECS,
+    params:
+        config_hash=ks_cases.config_hash(config),
+    log:
+        f"logs/{DEVICE}/specs.log",
+    run:
+        ks_cases.write_specs(config, DEVICE, output[0])

@@ -1,0 +1,18 @@
+# Time the baselines and the tuned Triton variants of one case in one job (A/A blocks included).
+rule timing:
+    input:
+        specs=SPECS,
+        module=kernel_module,
+        correctness="results/{device}/correctness/{kernel}/{dtype}/{shape}.json",
+        sweep=sweep_results,
+    output:
+        "results/{device}/timing/{kernel}/{dtype}/{shape}.json",
+    params:
+        case=case_args,
+    resources:
+        gpu_share=GPU_EXCLUSIVE,
+    log:
+        "logs/{device}/timing/{kernel}/{dtype}/{shape}.log",
+    shell:
+        "{PYTHON} -m kernelscope timing --specs {input.specs} {params.case} --correctness {input.correctness} "
+        "--sweep {input.sweep} --out {output} > {log} 2>&1"
