@@ -7,7 +7,7 @@
 # Results path grammar (see kernelscope/cases.py):
 #   results/<device>/specs.json | environment.json | calibration.json
 #   results/<device>/correctness/<kernel>/<dtype>/<shape>.json
-#   results/<device>/sweep/<kernel>/<dtype>/<shape>/<variant>.json
+#   results/<device>/sweep/<kernel>/<dtype>/<shape>.json
 #   results/<device>/timing/<kernel>/<dtype>/<shape>.json
 #   results/<device>/profile/<kernel>/<dtype>/<shape>.json
 #   reports/<device>/report.md | report.html | roofline.png | tables/*.csv

@@ -265,7 +265,7 @@ def _online_softmax_kernel(
             c = c * alpha
         compensated = block_sum - c
         total = s + compensated
-        c = c * 0.0
+        c = (total - s) - compensated
         s = total
         m = m_new
     # Pass 2: a fully -inf row keeps m = -inf, so x - m is NaN everywhere, as in torch.

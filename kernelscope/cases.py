@@ -10,7 +10,7 @@ Results path grammar (relative to the working directory)::
     results/<device>/environment.json                             software, hardware, provenance
     results/<device>/calibration.json                             measured copy bandwidth, matmul peaks
     results/<device>/correctness/<kernel>/<dtype>/<shape>.json    gate: every implementation, every seed
-    results/<device>/sweep/<kernel>/<dtype>/<shape>/<variant>.json every launch config of one Triton variant
+    results/<device>/sweep/<kernel>/<dtype>/<shape>.json          every launch config of every Triton variant
     results/<device>/timing/<kernel>/<dtype>/<shape>.json         samples and statistics, A/A floor
     results/<device>/profile/<kernel>/<dtype>/<shape>.json        CUDA kernels launched per implementation
     reports/<device>/report.{md,html}, roofline.png, tables/*.csv

@@ -97,36 +97,27 @@ def cmd_sweep(args) -> None:
 
     specs, spec, shape, dtype, case = _resolve(args)
     settings = timing.TimingSettings.from_config(specs["sweep"]["timing"])
-    impl = spec.implementation(args.variant)
-    result = sweep.sweep_variant(spec, impl, shape, dtype, settings, specs["sweep"].get("max_configs"))
+    result = sweep.sweep_case(spec, shape, dtype, settings, specs["sweep"].get("max_configs"))
     _write_json(args.out, {**_case_header(specs, case), "cold_caches": args.cold_caches, **result})
 
 
-def _best_configs(paths: list[str]) -> dict[str, dict]:
-    best = {}
-    for path in paths:
-        doc = _load(path)
-        if doc.get("best"):
-            best[doc["implementation"]] = doc["best"]["config"]
-    return best
-
-
 def cmd_timing(args) -> None:
-    from kernelscope import benchmark, timing
+    from kernelscope import benchmark, sweep, timing
 
     specs, spec, shape, dtype, case = _resolve(args)
     settings = timing.TimingSettings.from_config(specs["timing"])
     gate = _load(args.correctness)
     failed = {r["implementation"]: r.get("failure") for r in gate["implementations"] if r["status"] in ("fail", "error")}
-    result = benchmark.time_case(spec, shape, dtype, _best_configs(args.sweep), settings, failed_correctness=failed)
+    result = benchmark.time_case(spec, shape, dtype, sweep.best_configs(_load(args.sweep)), settings, failed_correctness=failed)
     _write_json(args.out, {**_case_header(specs, case), "cold_caches": args.cold_caches, **result})
 
 
 def cmd_profile(args) -> None:
-    from kernelscope import profiling
+    from kernelscope import profiling, sweep
 
     specs, spec, shape, dtype, case = _resolve(args)
-    result = profiling.profile_case(spec, shape, dtype, _best_configs(args.sweep), int(specs["profile"].get("calls", 5)))
+    result = profiling.profile_case(spec, shape, dtype, sweep.best_configs(_load(args.sweep)),
+                                    int(specs["profile"].get("calls", 5)))
     _write_json(args.out, {**_case_header(specs, case), **result})
 
 
@@ -155,11 +146,11 @@ def main(argv: list[str] | None = None) -> None:
     stage("environment", cmd_environment, case=False).add_argument("--extra", help="JSON merged into the record")
     stage("calibrate", cmd_calibrate, case=False)
     stage("correctness", cmd_correctness)
-    stage("sweep", cmd_sweep, cold=True).add_argument("--variant", required=True)
+    stage("sweep", cmd_sweep, cold=True)
     p = stage("timing", cmd_timing, cold=True)
     p.add_argument("--correctness", required=True)
-    p.add_argument("--sweep", nargs="*", default=[])
-    stage("profile", cmd_profile).add_argument("--sweep", nargs="*", default=[])
+    p.add_argument("--sweep", required=True)
+    stage("profile", cmd_profile).add_argument("--sweep", required=True)
     stage("report", cmd_report, case=False).add_argument("--results", required=True)
 
     args = parser.parse_args(argv)

@@ -37,7 +37,7 @@ def collect(results: Path) -> dict[str, Any]:
             "correctness": _load(results / "correctness" / rel.with_suffix(".json")),
             "timing": _load(results / "timing" / rel.with_suffix(".json")),
             "profile": _load(results / "profile" / rel.with_suffix(".json")),
-            "sweeps": [doc for v in case["variants"] if (doc := _load(results / "sweep" / rel / f"{v}.json"))],
+            "sweeps": (_load(results / "sweep" / rel.with_suffix(".json")) or {}).get("variants", []),
         })
     return data
 

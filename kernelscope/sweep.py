@@ -71,6 +71,17 @@ def sweep_variant(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: t
     return {"implementation": impl.name, "status": "ok", **summarize(records)}
 
 
+def sweep_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, settings: timing.TimingSettings,
+               max_configs: int | None = None) -> dict[str, Any]:
+    """Every Triton variant of one case (one job, so process start-up is paid once per case)."""
+    return {"variants": [sweep_variant(spec, impl, shape, dtype, settings, max_configs) for impl in spec.triton_variants]}
+
+
+def best_configs(doc: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Variant name -> the config its sweep chose, for the variants that have one."""
+    return {v["implementation"]: v["best"]["config"] for v in (doc or {}).get("variants", []) if v.get("best")}
+
+
 def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     ok = [r for r in records if r["status"] == "ok"]
     counts = {s: sum(1 for r in records if r["status"] == s) for s in ("ok", "pruned", "failed", "wrong")}

@@ -10,7 +10,6 @@ from kernelscope import cases as ks_cases
 DEVICE = ks_cases.device_key(config)
 CASES = ks_cases.plan(config, DEVICE)
 CASE_BY_ID = {(c.kernel, c.dtype, c.shape): c for c in CASES}
-VARIANTS = {c.kernel: ks_cases.registry.get(c.kernel).triton_variants for c in CASES}
 SPECS = f"results/{DEVICE}/specs.json"
 
 # Timing-sensitive jobs (sweep, timing, calibrate) take every GPU share, so nothing else runs on the GPU
@@ -33,13 +32,6 @@ wildcard_constraints:
 
 def kernel_module(wildcards):
     return f"kernels/{wildcards.kernel}.py"
-
-
-def sweep_results(wildcards):
-    return [
-        f"results/{wildcards.device}/sweep/{wildcards.kernel}/{wildcards.dtype}/{wildcards.shape}/{v.name}.json"
-        for v in VARIANTS[wildcards.kernel]
-    ]
 
 
 def case_results(stage):

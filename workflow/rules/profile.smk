@@ -3,7 +3,7 @@ rule profile:
     input:
         specs=SPECS,
         module=kernel_module,
-        sweep=sweep_results,
+        sweep="results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
     output:
         "results/{device}/profile/{kernel}/{dtype}/{shape}.json",
     params:

@@ -1,16 +1,15 @@
-# Compile and time every launch config of one Triton variant on one case.
+# Compile and time every launch config of every Triton variant of one case.
 rule sweep:
     input:
         specs=SPECS,
         module=kernel_module,
     output:
-        "results/{device}/sweep/{kernel}/{dtype}/{shape}/{variant}.json",
+        "results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
     params:
         case=case_args,
     resources:
         gpu_share=GPU_EXCLUSIVE,
     log:
-        "logs/{device}/sweep/{kernel}/{dtype}/{shape}/{variant}.log",
+        "logs/{device}/sweep/{kernel}/{dtype}/{shape}.log",
     shell:
-        "{PYTHON} -m kernelscope sweep --specs {input.specs} {params.case} --variant {wildcards.variant} "
-        "--out {output} > {log} 2>&1"
+        "{PYTHON} -m kernelscope sweep --specs {input.specs} {params.case} --out {output} > {log} 2>&1"

@@ -4,7 +4,7 @@ rule timing:
         specs=SPECS,
         module=kernel_module,
         correctness="results/{device}/correctness/{kernel}/{dtype}/{shape}.json",
-        sweep=sweep_results,
+        sweep="results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
     output:
         "results/{device}/timing/{kernel}/{dtype}/{shape}.json",
     params:
