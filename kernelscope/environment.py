@@ -61,9 +61,15 @@ def container_info() -> dict[str, Any]:
 
 
 def git_info(repo: str | None = None) -> dict[str, Any]:
+    """Commit and dirty flag of the checkout; where the working tree travelled without its .git (a copy
+    sent to a GPU host, a container), from KERNELSCOPE_GIT_COMMIT / KERNELSCOPE_GIT_DIRTY set by the sender."""
     commit = _run(["git", "rev-parse", "HEAD"], cwd=repo)
-    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo)
-    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+    if commit:
+        status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo)
+        return {"commit": commit, "dirty": bool(status) if status is not None else None, "source": "git"}
+    dirty = os.environ.get("KERNELSCOPE_GIT_DIRTY")
+    return {"commit": os.environ.get("KERNELSCOPE_GIT_COMMIT"),
+            "dirty": None if dirty is None else dirty == "1", "source": "environment"}
 
 
 def gpu_info() -> dict[str, Any]:
