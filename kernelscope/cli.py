@@ -51,9 +51,13 @@ def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
     import torch
     import triton
 
+    from kernelscope import environment
+
+    source = Path(__file__).resolve().parent.parent / "kernels" / f"{case['kernel']}.py"
     return {"device": specs["device"], "kernel": case["kernel"], "shape": case["shape"], "params": case["params"],
             "reason": case["reason"], "dtype": case["dtype"], "interpreter": specs["interpreter"],
-            "torch": torch.__version__, "triton": triton.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            "torch": torch.__version__, "triton": triton.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "kernel_module_sha256": environment.sha256_file(source)}
 
 
 def _resolve(args) -> tuple[dict, Any, Any, Any, dict]:
