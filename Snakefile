@@ -25,6 +25,7 @@ validate(config, schema="workflow/schemas/config.schema.yaml")
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/container.smk"
 include: "workflow/rules/specs.smk"
 include: "workflow/rules/environment.smk"
 include: "workflow/rules/correctness.smk"

@@ -207,6 +207,10 @@ def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, li
         if text:
             no.append(f"Clock-clean timings: {text}; they are included in the medians and listed per sample in "
                       f"tables/samples.csv.")
+    missing = [f"{c['kernel']} {c['shape']} {c['dtype']}" for c in data["cases"] if c["timing"] is None]
+    if missing:
+        no.append(f"Anything about {len(missing)} of {len(data['cases'])} planned cases that have no timing result "
+                  f"in this run (not run, or their job failed): {', '.join(missing)}.")
     for ref in data["specs"].get("external_references", []):
         reasons = claims.reference_comparability(fp, ref)
         no.append(f"Ranking this run against the reference row '{ref['label']}': {'; '.join(reasons)}.")

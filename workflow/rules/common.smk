@@ -6,6 +6,7 @@ import sys
 sys.path.insert(0, workflow.basedir)
 
 from kernelscope import cases as ks_cases
+from kernelscope import container as ks_container
 
 DEVICE = ks_cases.device_key(config)
 CASES = ks_cases.plan(config, DEVICE)
@@ -21,6 +22,25 @@ GPU_EXCLUSIVE = 8
 # it is the interpreter running Snakemake (so a venv works without being activated).
 IN_CONTAINER = "APPTAINER" in {m.name for m in workflow.deployment_settings.deployment_method}
 PYTHON = "python" if IN_CONTAINER else sys.executable
+
+# The pinned image (workflow/rules/container.smk builds it under --use-singularity) and its identity for the
+# environment record. Rules that run `python -m kernelscope` name it in `container:` (ignored on the host)
+# and take it as an input through container_image(), since `container:` alone adds no dependency.
+CONTAINER_IMAGE = "build/kernelscope.sif"
+CONTAINER_IDENTITY = "build/kernelscope.sif.json"
+
+
+def container_image():
+    return CONTAINER_IMAGE if IN_CONTAINER else []
+
+
+def container_identity():
+    return CONTAINER_IDENTITY if IN_CONTAINER else []
+
+
+def environment_extra(wildcards, input):
+    """In the container: pass the image's identity (sha256, base image, lock hash) to the environment record."""
+    return f'--extra "$(cat {input.identity})"' if IN_CONTAINER else ""
 
 
 wildcard_constraints:

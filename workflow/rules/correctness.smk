@@ -3,12 +3,15 @@ rule correctness:
     input:
         specs=SPECS,
         module=kernel_module,
+        image=container_image(),
     output:
         "results/{device}/correctness/{kernel}/{dtype}/{shape}.json",
     params:
         case=case_args,
     resources:
         gpu_share=1,
+    container:
+        CONTAINER_IMAGE
     log:
         "logs/{device}/correctness/{kernel}/{dtype}/{shape}.log",
     shell:

@@ -2,24 +2,33 @@
 rule environment:
     input:
         specs=SPECS,
+        image=container_image(),
+        identity=container_identity(),
     output:
         "results/{device}/environment.json",
+    params:
+        extra=environment_extra,
     resources:
         gpu_share=1,
+    container:
+        CONTAINER_IMAGE
     log:
         "logs/{device}/environment.log",
     shell:
-        "{PYTHON} -m kernelscope environment --specs {input.specs} --out {output} > {log} 2>&1"
+        "{PYTHON} -m kernelscope environment --specs {input.specs} {params.extra} --out {output} > {log} 2>&1"
 
 
 # Measure this device's ceilings: copy bandwidth and library matmul peak per dtype.
 rule calibrate:
     input:
         specs=SPECS,
+        image=container_image(),
     output:
         "results/{device}/calibration.json",
     resources:
         gpu_share=GPU_EXCLUSIVE,
+    container:
+        CONTAINER_IMAGE
     log:
         "logs/{device}/calibrate.log",
     shell:

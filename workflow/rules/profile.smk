@@ -4,12 +4,15 @@ rule profile:
         specs=SPECS,
         module=kernel_module,
         sweep="results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
+        image=container_image(),
     output:
         "results/{device}/profile/{kernel}/{dtype}/{shape}.json",
     params:
         case=case_args,
     resources:
         gpu_share=1,
+    container:
+        CONTAINER_IMAGE
     log:
         "logs/{device}/profile/{kernel}/{dtype}/{shape}.log",
     shell:

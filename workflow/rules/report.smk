@@ -7,9 +7,12 @@ rule report:
         correctness=case_results("correctness"),
         timing=case_results("timing"),
         profile=case_results("profile"),
+        image=container_image(),
     output:
         md="reports/{device}/report.md",
         html="reports/{device}/report.html",
+    container:
+        CONTAINER_IMAGE
     log:
         "logs/{device}/report.log",
     shell:

@@ -3,12 +3,15 @@ rule sweep:
     input:
         specs=SPECS,
         module=kernel_module,
+        image=container_image(),
     output:
         "results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
     params:
         case=case_args,
     resources:
         gpu_share=GPU_EXCLUSIVE,
+    container:
+        CONTAINER_IMAGE
     log:
         "logs/{device}/sweep/{kernel}/{dtype}/{shape}.log",
     shell:

@@ -5,12 +5,15 @@ rule timing:
         module=kernel_module,
         correctness="results/{device}/correctness/{kernel}/{dtype}/{shape}.json",
         sweep="results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
+        image=container_image(),
     output:
         "results/{device}/timing/{kernel}/{dtype}/{shape}.json",
     params:
         case=case_args,
     resources:
         gpu_share=GPU_EXCLUSIVE,
+    container:
+        CONTAINER_IMAGE
     log:
         "logs/{device}/timing/{kernel}/{dtype}/{shape}.log",
     shell:

