@@ -35,6 +35,8 @@ ENV VIRTUAL_ENV=/opt/venv \
     TRITON_CACHE_DIR=/tmp/triton-cache
 
 # The Python stack, exactly as locked: every file checked against its sha256, nothing resolved at build time.
+# One locked package has no wheel on PyPI (connection-pool, a Snakemake dependency): pip builds its
+# hash-checked sdist with the current setuptools in an isolated environment, the only unpinned input.
 COPY env/requirements.lock /opt/kernelscope/env/requirements.lock
 RUN python3.12 -m venv /opt/venv \
     && pip install --no-cache-dir --require-hashes --no-deps -r /opt/kernelscope/env/requirements.lock

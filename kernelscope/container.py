@@ -73,7 +73,7 @@ class Recipe:
     environment: dict[str, str]
     pip_installs: tuple[tuple[str, ...], ...]
     files: dict[str, str]  # destination in the image -> source in the repository
-    checks: tuple[tuple[str, ...], ...]  # build-time `python -m kernelscope.container check-image ...` runs
+    checks: tuple[tuple[str, ...], ...]  # build-time checks: `pip check`, `python -m kernelscope.container ...`
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -148,10 +148,9 @@ def parse_dockerfile(path: str | Path) -> Recipe:
         elif instruction == "ENV":
             env.update(_key_values(rest))
         elif instruction == "COPY":
-            words = [w for w in shlex.split(rest) if not w.startswith("--")]
-            for source in words[:-1]:
-                dest = words[-1]
-                files[dest.rstrip("/") + "/" + Path(source).name if dest.endswith("/") else dest] = source
+            *sources, dest = [w for w in shlex.split(rest) if not w.startswith("--")]
+            for source in sources:
+                files[dest + Path(source).name if dest.endswith("/") else dest] = source
         elif instruction == "RUN":
             scripts.append(rest)
     if base is None:
@@ -307,6 +306,9 @@ def check_image(lock: str | Path, cuda: str) -> list[str]:
     torch is the build for the expected CUDA version. Returns the problems found (none means pass)."""
     from importlib import metadata
 
+    import torch
+    from packaging.version import Version
+
     problems = []
     for name, entry in parse_lock(lock).items():
         try:
@@ -314,10 +316,8 @@ def check_image(lock: str | Path, cuda: str) -> list[str]:
         except metadata.PackageNotFoundError:
             problems.append(f"{name}=={entry.version} is not installed")
             continue
-        if installed != entry.version:
+        if Version(installed) != Version(entry.version):
             problems.append(f"{name} is {installed}, the lock says {entry.version}")
-    import torch
-
     if torch.version.cuda != cuda:
         problems.append(f"torch {torch.__version__} is built for CUDA {torch.version.cuda}, expected {cuda}")
     return problems

@@ -117,6 +117,18 @@ def test_a_definition_that_drifts_from_the_dockerfile_is_caught(tmp_path):
     assert any(f.startswith("base image") for f in found) and any(f.startswith("system packages") for f in found)
 
 
+def test_the_image_check_reports_what_differs_from_the_lock(tmp_path):
+    import torch
+
+    lock = tmp_path / "requirements.lock"
+    hash_line = "    --hash=sha256:" + "a" * 64 + "\n"
+    lock.write_text(f"pyyaml=={yaml.__version__} \\\n{hash_line}pyyaml-nowhere==1.0 \\\n{hash_line}"
+                    f"pytest==0.0.1 \\\n{hash_line}")
+    assert container.check_image(lock, cuda=torch.version.cuda) == [
+        "pyyaml-nowhere==1.0 is not installed", f"pytest is {pytest.__version__}, the lock says 0.0.1"]
+    assert "expected 99.9" in container.check_image(lock, cuda="99.9")[-1]
+
+
 # -- the workflow under --use-singularity ---------------------------------------------------------------------
 
 
@@ -210,3 +222,10 @@ def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir)
     assert f"apptainer: {env['container']['image']}" in report
     for value in identity.values():
         assert value in report
+
+    # The image is an input of every job that runs in it: a changed image reruns them all (and its hash).
+    with (workdir / IMAGE).open("ab") as image:
+        image.write(b"rebuilt")
+    run, _ = _snakemake(workdir, "--dry-run", "--use-singularity")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert set(_job_counts(run.stdout + run.stderr)) == set(expected) | {"container_identity", "all"}
