@@ -85,6 +85,7 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
                     "pct_matmul_peak": 100 * tflops / mm_tflops if mm_tflops else None,
                     "intensity_flop_per_byte": flops / nbytes if nbytes else math.nan,
                     "graph_us": graph.get("median_us"), "graph_status": graph.get("status"),
+                    "launch_bound": claims.launch_bound(rec),
                     "host_wall_us": rec.get("host_wall_us"),
                     "flagged": clk.get("n_flagged"), "sm_mhz_min": clk.get("sm_mhz_min"),
                     "sm_mhz_max": clk.get("sm_mhz_max"),
@@ -97,7 +98,7 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
             timing_rows.append(row)
         if case["timing"]:
             for c in claims.case_claims(case["timing"], case["correctness"]):
-                claim_rows.append({**key, **{k: c.get(k) for k in ("a", "b", "verdict", "why", "rel_diff",
+                claim_rows.append({**key, **{k: c.get(k) for k in ("a", "b", "verdict", "basis", "why", "rel_diff",
                                                                      "mannwhitney_p", "aa_floor_rel")},
                                    "sentence": claims.sentence(c)})
         for sw in case["sweeps"]:
@@ -267,9 +268,24 @@ def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
     return {"title": "Environment", "blocks": [_kv(pairs)]}
 
 
+def _enqueue_modes(data: dict[str, Any]) -> set[str]:
+    return {rec.get("enqueue", "per-sample-sync") for case in data["cases"] if case["timing"]
+            for rec in case["timing"]["implementations"] if rec.get("status") == "ok"}
+
+
 def _method_section(data: dict[str, Any]) -> dict[str, Any]:
     specs = data["specs"]
     t = specs["timing"]
+    modes = _enqueue_modes(data)
+    enqueue = []
+    if any(m.startswith("batched") for m in modes):
+        enqueue.append(f"Samples enqueued {t.get('batch', 10)} at a time behind a GPU sleep and read after one "
+                       "synchronisation, so the events bracket the kernel and not the host's launch latency.")
+    if "per-sample-sync" in modes:
+        enqueue.append("Some or all timings here were taken with a synchronisation after every sample (the method "
+                       "before batched enqueue): for kernels shorter than their launch latency the event median then "
+                       "includes host launch time. Such records are marked launch-bound (event median > "
+                       f"{claims.LAUNCH_BOUND_RATIO}x the CUDA-graph replay time) and compared by graph replay.")
     items = [
         f"Cases: {len(specs['cases'])} (kernel × shape × dtype) from shape set '{specs['shape_set']}'; config hash "
         f"{specs['config_hash']}.",
@@ -285,7 +301,7 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
         f"±{t.get('target_rel_ci', 0.005):.1%} or at {t.get('max_time_s', 1.0)} s. "
         + ("Each sample bracketed by CUDA events, L2 flushed before each sample (a 2×L2 write outside the events). "
            if not specs["interpreter"] else "Host wall clock (interpreter run). ")
-        + "All samples are kept (tables/samples.csv).",
+        + " ".join(enqueue) + " All samples are kept (tables/samples.csv).",
         "A/A floor: the primary baseline is timed first and again last in every timing job; their relative median "
         "difference is the noise floor below which no difference is claimed.",
         f"Claims: 'A faster than B' needs both correct, ≥ 20 samples each, Mann–Whitney p < {claims.ALPHA}, and a "
@@ -329,7 +345,8 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
     timing = sel(tbl["timing"])
     blocks.append(_table(timing, ["implementation", "block", "status", "median_us", "p20_us", "p80_us", "ci95_low_us",
                                   "ci95_high_us", "n", "first_call_ms", "gbps", "pct_copy_bw", "tflops",
-                                  "pct_matmul_peak", "graph_us", "host_wall_us", "flagged", "reason"]))
+                                  "pct_matmul_peak", "graph_us", "launch_bound", "host_wall_us", "flagged",
+                                  "reason"]))
     doc = case["timing"] or {}
     aa = doc.get("aa_floor")
     if aa:

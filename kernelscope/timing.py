@@ -37,6 +37,8 @@ class TimingSettings:
     graph_calls: int = 20
     host_calls: int = 50
     clock_warmup_s: float = 0.3
+    batch: int = 10
+    head_start_us_per_sample: float = 100.0
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> TimingSettings:
@@ -79,26 +81,45 @@ def warm_clocks(fn: Callable[[], Any], seconds: float) -> None:
         torch.cuda.synchronize()
 
 
-def _sample_once(fn: Callable[[], Any], flush: _L2Flusher) -> float:
+def _gpu_sleep(us: float) -> bool:
+    """Keep the GPU busy for about ``us`` microseconds (``torch.cuda._sleep`` spins for a number of
+    cycles), so the host can enqueue a whole batch of samples before the first one starts."""
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if sleep is None:
+        return False
+    khz = getattr(torch.cuda.get_device_properties(0), "clock_rate", 2_000_000)  # CUDA reports kHz
+    sleep(int(us * khz / 1e3))
+    return True
+
+
+def _sample_batch(fn: Callable[[], Any], flush: _L2Flusher, settings: TimingSettings) -> list[float]:
+    """Samples in microseconds. On CUDA a batch of samples is enqueued behind a GPU sleep and read after
+    one synchronisation: each event pair then brackets the kernel alone, not the host's launch latency
+    (synchronising after every sample lets the queue drain, so a kernel shorter than its launch overhead
+    would be timed as launch overhead). The L2 flush of each sample runs before its start event."""
     if runtime.select_backend() == "cuda":
-        flush()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) * 1e3  # us
+        k = max(1, settings.batch)
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(k)]
+        _gpu_sleep(settings.head_start_us_per_sample * k)
+        for start, end in pairs:
+            flush()
+            start.record()
+            fn()
+            end.record()
+        pairs[-1][1].synchronize()
+        return [start.elapsed_time(end) * 1e3 for start, end in pairs]
     t0 = time.perf_counter()
     fn()
-    return (time.perf_counter() - t0) * 1e6
+    return [(time.perf_counter() - t0) * 1e6]
 
 
 def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.ClockMonitor | None = None,
             with_first_call: bool = True) -> dict[str, Any]:
     """Time ``fn``; returns samples (us), summary statistics and clock/flag information."""
-    result: dict[str, Any] = {"timer": "cuda_event" if runtime.select_backend() == "cuda" else "host_perf_counter",
-                              "l2_flushed": bool(settings.flush_l2 and runtime.select_backend() == "cuda")}
+    on_gpu = runtime.select_backend() == "cuda"
+    result: dict[str, Any] = {"timer": "cuda_event" if on_gpu else "host_perf_counter",
+                              "l2_flushed": bool(settings.flush_l2 and on_gpu),
+                              "enqueue": f"batched:{max(1, settings.batch)}" if on_gpu else "host"}
     if with_first_call:
         result["first_call_ms"] = first_call(fn)
     for _ in range(settings.warmup):
@@ -110,16 +131,17 @@ def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.Clo
     clock_samples: list[dict[str, Any]] = []
     t_begin = time.perf_counter()
     while True:
-        samples.append(_sample_once(fn, flush))
+        batch = _sample_batch(fn, flush, settings)
+        samples.extend(batch)
         if monitor is not None:
-            clock_samples.append(monitor.read())
+            clock_samples.extend([monitor.read()] * len(batch))  # read once per batch, after it ran
         n = len(samples)
         measured_s = sum(samples) * 1e-6
         elapsed = time.perf_counter() - t_begin
         if n >= settings.max_samples or elapsed >= settings.max_time_s:
             target_reached = _converged(samples, settings.target_rel_ci)
             break
-        if n >= settings.min_samples and measured_s >= settings.min_time_s and n % 10 == 0 \
+        if n >= settings.min_samples and measured_s >= settings.min_time_s \
                 and _converged(samples, settings.target_rel_ci):
             target_reached = True
             break

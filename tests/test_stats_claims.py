@@ -7,7 +7,8 @@ from kernelscope import claims, clocks, stats
 
 
 def _rec(name, kind, samples, flags=None):
-    rec = {"implementation": name, "kind": kind, "status": "ok", "samples_us": list(samples), "n": len(samples)}
+    rec = {"implementation": name, "kind": kind, "status": "ok", "samples_us": list(samples), "n": len(samples),
+           "median_us": float(np.median(samples))}
     if flags is not None:
         rec["clocks"] = {"n_flagged": sum(1 for f in flags if f), "flags": flags}
     return rec
@@ -93,3 +94,16 @@ def test_tolerance_validation(bad):
 
     with pytest.raises(ValueError):
         Tolerance(**bad)
+
+
+def test_launch_bound_pairs_are_compared_by_graph_replay():
+    host_bound = _rec("triton", "triton", RNG.normal(30.0, 1.0, 200))  # event median = launch latency
+    host_bound["graph"] = {"status": "ok", "samples_us": list(RNG.normal(6.0, 0.05, 20)), "median_us": 6.0}
+    eager = _rec("torch", "eager", RNG.normal(12.0, 0.5, 200))
+    eager["graph"] = {"status": "ok", "samples_us": list(RNG.normal(9.0, 0.05, 20)), "median_us": 9.0}
+    assert claims.launch_bound(host_bound) and not claims.launch_bound(eager)
+    c = claims.compare(host_bound, eager, aa_rel=0.01, interpreter=False)
+    assert c["basis"].startswith("CUDA-graph")
+    assert c["verdict"] == claims.FASTER  # 6 us vs 9 us of device time, though its event median is 2x slower
+    del eager["graph"]
+    assert claims.compare(host_bound, eager, 0.01, False)["verdict"] == claims.NOT_COMPARABLE
