@@ -20,16 +20,12 @@ import yaml
 
 from kernelscope import container
 
-ROOT = Path(__file__).resolve().parent.parent
+from workflow_support import ROOT, SMALL_CONFIG, copy_workflow, job_counts, snakemake
+
 FAKE_APPTAINER = ROOT / "tests" / "fake_apptainer"
 IMAGE = "build/kernelscope.sif"
 # Rules that run on the host even under --use-singularity; every other rule must run in the image.
 HOST_RULES = {"specs", "container_image", "container_identity", "all"}
-# One kernel, one dtype, one tiny shape, one seed: every rule runs once, in well under a minute on a CPU.
-SMALL_CONFIG = {"kernels": {"softmax": {"dtypes": ["float32"], "shapes": [{"M": 3, "N": 5}]}}, "seeds": [0],
-                "calibration": {"dtypes": ["float32"]}}
-WORKFLOW_FILES = ["Snakefile", "workflow", "kernelscope", "kernels", "config", "profiles", "env", "pyproject.toml",
-                  "README.md", "Dockerfile"]
 
 
 def test_dockerfile_passes_hadolint():
@@ -135,17 +131,7 @@ def test_the_image_check_reports_what_differs_from_the_lock(tmp_path):
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     """A copy of the workflow with the small config, so runs never touch the repository's results/."""
-    work = tmp_path_factory.mktemp("workflow")
-    for name in WORKFLOW_FILES:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, work / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, work / name)
-    config = yaml.safe_load((work / "config" / "config.yaml").read_text())
-    config.update(SMALL_CONFIG)
-    (work / "config" / "config.yaml").write_text(yaml.safe_dump(config))
-    return work
+    return copy_workflow(tmp_path_factory.mktemp("workflow"), SMALL_CONFIG)
 
 
 def _snakemake(workdir: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
@@ -154,26 +140,20 @@ def _snakemake(workdir: Path, *args: str) -> tuple[subprocess.CompletedProcess, 
     log = workdir / "apptainer-calls.jsonl"
     log.unlink(missing_ok=True)
     env = dict(os.environ, FAKE_APPTAINER_LOG=str(log),
-               PATH=os.pathsep.join([str(FAKE_APPTAINER), str(Path(sys.executable).parent), os.environ["PATH"]]))
+               PATH=os.pathsep.join([str(FAKE_APPTAINER), os.environ["PATH"]]))
     real = shutil.which("apptainer")  # on the caller's PATH, before the stand-in
     if real:
         env["FAKE_APPTAINER_REAL"] = real
-    run = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *args], cwd=workdir, env=env,
-                         capture_output=True, text=True, timeout=3000)
+    run = snakemake(workdir, *args, env=env)
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return run, calls
-
-
-def _job_counts(output: str) -> dict[str, int]:
-    table = output.split("Job stats:", 1)[1].split("total", 1)[0]
-    return {m[1]: int(m[2]) for m in re.finditer(r"(?m)^(\w+)\s+(\d+)$", table)}
 
 
 @pytest.mark.workflow
 def test_without_use_singularity_the_workflow_needs_no_image(workdir):
     run, calls = _snakemake(workdir, "--dry-run")
     assert run.returncode == 0, run.stdout + run.stderr
-    jobs = _job_counts(run.stdout + run.stderr)
+    jobs = job_counts(run.stdout + run.stderr)
     assert "container_image" not in jobs and "container_identity" not in jobs
     assert {"environment", "correctness", "timing"} <= set(jobs)
     assert calls == []
@@ -183,7 +163,7 @@ def test_without_use_singularity_the_workflow_needs_no_image(workdir):
 def test_use_singularity_plans_the_image_build(workdir):
     run, _ = _snakemake(workdir, "--dry-run", "--use-singularity")
     assert run.returncode == 0, run.stdout + run.stderr
-    jobs = _job_counts(run.stdout + run.stderr)
+    jobs = job_counts(run.stdout + run.stderr)
     assert jobs["container_image"] == 1 and jobs["container_identity"] == 1
 
 
@@ -206,7 +186,7 @@ def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir)
         assert command[:2] == ["bash", "-c"], argv
         stage = re.search(r"-m kernelscope (\w+)", command[2])[1]
         ran_in_image[stage] = ran_in_image.get(stage, 0) + 1
-    expected = {rule: n for rule, n in _job_counts(output).items() if rule not in HOST_RULES}
+    expected = {rule: n for rule, n in job_counts(output).items() if rule not in HOST_RULES}
     assert ran_in_image == expected
 
     env = json.loads(next((workdir / "results").glob("*/environment.json")).read_text())
@@ -228,4 +208,4 @@ def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir)
         image.write(b"rebuilt")
     run, _ = _snakemake(workdir, "--dry-run", "--use-singularity")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert set(_job_counts(run.stdout + run.stderr)) == set(expected) | {"container_identity", "all"}
+    assert set(job_counts(run.stdout + run.stderr)) == set(expected) | {"container_identity", "all"}

@@ -1,0 +1,109 @@
+"""The real Snakemake workflow: the plan for the default config, config validation with clear errors, and
+an end-to-end CPU run whose report has every section and supports no performance claim."""
+
+import json
+import tarfile
+
+import pytest
+
+from kernelscope import cases, report, runtime
+from workflow_support import ROOT, SMALL_CONFIG, copy_workflow, job_counts, snakemake
+
+STAGES = ("correctness", "sweep", "timing", "profile")
+
+
+@pytest.mark.workflow
+def test_dry_run_lists_every_stage_for_every_configured_case(tmp_path):
+    import yaml
+
+    work = copy_workflow(tmp_path)
+    run = snakemake(work, "--dry-run")
+    assert run.returncode == 0, run.stderr[-3000:]
+    counts = job_counts(run.stdout)
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    planned = cases.plan(config, runtime.INTERPRETER_KEY)
+    assert {c.kernel for c in planned} == set(config["kernels"])
+    for stage in STAGES:
+        assert counts[stage] == len(planned), stage
+    assert counts["report"] == counts["environment"] == counts["calibrate"] == 1
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize(("override", "message"), [
+    ("kernels={nosuch: {}}", "unknown kernel(s) ['nosuch']"),
+    ("kernels={softmax: {dtypes: [float64]}}", "float64"),
+    ("seeds=[-1]", "-1"),
+    ("kernels={matmul: {dtypes: [float32]}}", "dtype(s) ['float32'] not supported"),
+])
+def test_bad_config_fails_with_a_message_naming_the_problem(tmp_path, override, message):
+    work = copy_workflow(tmp_path)
+    run = snakemake(work, "--dry-run", "--config", override)
+    assert run.returncode != 0
+    assert message in run.stdout + run.stderr
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    work = copy_workflow(tmp_path_factory.mktemp("run"), SMALL_CONFIG)
+    run = snakemake(work)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return work
+
+
+@pytest.mark.workflow
+def test_cpu_run_writes_a_report_with_every_section(cpu_run):
+    md = (cpu_run / "reports" / runtime.INTERPRETER_KEY / "report.md").read_text()
+    html = (cpu_run / "reports" / runtime.INTERPRETER_KEY / "report.html").read_text()
+    for heading in ("## Environment", "## Measured ceilings", "## Method",
+                    "## What this report supports / does not support", "## Kernel: softmax",
+                    "### softmax · M3_N5 · float32", "## Reference numbers from elsewhere (not comparable)"):
+        assert heading in md, heading
+    assert "INTERPRETER RUN" in md and "INTERPRETER RUN" in html
+    assert "Any performance comparison: this run used Triton's interpreter" in md
+    supported = md.split("Supports:", 1)[1].split("Does not support:", 1)[0]
+    assert "faster" not in supported and "slower" not in supported
+    assert "Correctness of every passing implementation" in supported
+    assert "Ranking this run against the reference row 'seed 000" in md
+    for table in ("timing", "samples", "correctness", "sweep", "profile", "claims"):
+        assert (cpu_run / "reports" / runtime.INTERPRETER_KEY / "tables" / f"{table}.csv").is_file()
+
+
+@pytest.mark.workflow
+def test_cpu_run_records_gate_controls_timing_and_environment(cpu_run):
+    results = cpu_run / "results" / runtime.INTERPRETER_KEY
+    gate = json.loads((results / "correctness/softmax/float32/M3_N5.json").read_text())
+    assert gate["gate_live"] and all(c["rejected"] for c in gate["negative_controls"])
+    assert all(r["status"] == "pass" for r in gate["implementations"])
+    timing = json.loads((results / "timing/softmax/float32/M3_N5.json").read_text())
+    blocks = [r.get("block") for r in timing["implementations"]]
+    assert blocks[0] == "A1" and blocks[-1] == "A2" and timing["aa_floor"] is not None
+    for rec in timing["implementations"]:
+        assert rec["status"] == "ok", rec
+        assert len(rec["samples_us"]) == rec["n"] >= 10
+        assert "first_call_ms" in rec
+    env = json.loads((results / "environment.json").read_text())
+    assert env["triton_interpreter"] is True and env["torch"] and env["triton"] and env["config_hash"]
+    profile = json.loads((results / "profile/softmax/float32/M3_N5.json").read_text())
+    assert profile["captured"] is False and "interpreter" in profile["reason"]
+
+
+@pytest.mark.workflow
+def test_rerun_on_another_device_key_does_not_overwrite(cpu_run):
+    first = (cpu_run / "reports" / runtime.INTERPRETER_KEY / "report.md").read_text()
+    run = snakemake(cpu_run, "--dry-run", "--config", "device=other-gpu")
+    # planned under its own key; a job would refuse to run (it sees the interpreter, not 'other-gpu')
+    assert "results/other-gpu/specs.json" in run.stdout
+    assert (cpu_run / "reports" / runtime.INTERPRETER_KEY / "report.md").read_text() == first
+
+
+def test_published_h200_report_renders_kernel_names_escaped(tmp_path):
+    """Re-render the committed H200 results: C++ template names must survive both formats."""
+    with tarfile.open(ROOT / "reports" / "nvidia-h200" / "raw-results.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    report.build(tmp_path / "results" / "nvidia-h200", tmp_path / "out")
+    html = (tmp_path / "out" / "report.html").read_text()
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "softmax_warp_forward&lt;c10::Half" in html and "softmax_warp_forward<c10::Half" not in html
+    assert "`void (anonymous namespace)::softmax_warp_forward<c10::Half" in md
+    assert "NVIDIA H200" in md and "INTERPRETER RUN" not in md
+    assert "compared by CUDA-graph replay" in md  # launch-bound pairs are not ranked by event medians
