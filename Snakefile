@@ -10,6 +10,7 @@
 #   results/<device>/sweep/<kernel>/<dtype>/<shape>.json
 #   results/<device>/timing/<kernel>/<dtype>/<shape>.json
 #   results/<device>/profile/<kernel>/<dtype>/<shape>.json
+#   results/<device>/ncu/<kernel>/<dtype>/<shape>.json         (optional: config ncu: true)
 #   reports/<device>/report.md | report.html | roofline.png | tables/*.csv
 #   logs/<device>/<stage>/<kernel>/<dtype>/<shape>.log
 
@@ -32,6 +33,7 @@ include: "workflow/rules/correctness.smk"
 include: "workflow/rules/sweep.smk"
 include: "workflow/rules/timing.smk"
 include: "workflow/rules/profile.smk"
+include: "workflow/rules/ncu.smk"
 include: "workflow/rules/report.smk"
 
 

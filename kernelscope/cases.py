@@ -13,6 +13,7 @@ Results path grammar (relative to the working directory)::
     results/<device>/sweep/<kernel>/<dtype>/<shape>.json          every launch config of every Triton variant
     results/<device>/timing/<kernel>/<dtype>/<shape>.json         samples and statistics, A/A floor
     results/<device>/profile/<kernel>/<dtype>/<shape>.json        CUDA kernels launched per implementation
+    results/<device>/ncu/<kernel>/<dtype>/<shape>.json            Nsight Compute counters (optional stage)
     reports/<device>/report.{md,html}, roofline.png, tables/*.csv
     logs/<device>/<stage>/<kernel>/<dtype>/<shape>.log
 
@@ -122,6 +123,7 @@ def specs(config: Mapping[str, Any], key: str) -> dict[str, Any]:
         "sweep": {"timing": dict(sweep.get("timing_interpreter" if interpreter else "timing", {})),
                   "max_configs": sweep.get("max_configs_interpreter" if interpreter else "max_configs")},
         "profile": dict(config.get("profile", {})),
+        "ncu": bool(config.get("ncu", False)),
         "calibration": dict(config.get("calibration", {})),
         "external_references": list(config.get("external_references", [])),
         "cases": cases,

@@ -125,6 +125,24 @@ def cmd_profile(args) -> None:
     _write_json(args.out, {**_case_header(specs, case), **result})
 
 
+def cmd_ncu(args) -> None:
+    from kernelscope import ncu, runtime, sweep
+
+    specs, spec, shape, dtype, case = _resolve(args)
+    best = sweep.best_configs(_load(args.sweep))
+    order = ncu.profiled_variants(spec, shape, dtype, best)
+    argv = ncu.target_argv(args.specs, args.kernel, args.shape, args.dtype, args.sweep)
+    result = ncu.run(argv, order, runtime.select_backend() == "cuda")
+    _write_json(args.out, {**_case_header(specs, case), **result})
+
+
+def cmd_ncu_target(args) -> None:
+    from kernelscope import ncu, sweep
+
+    specs, spec, shape, dtype, case = _resolve(args)
+    ncu.target(spec, shape, dtype, sweep.best_configs(_load(args.sweep)))
+
+
 def cmd_report(args) -> None:
     from kernelscope import report
 
@@ -155,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--correctness", required=True)
     p.add_argument("--sweep", required=True)
     stage("profile", cmd_profile).add_argument("--sweep", required=True)
+    stage("ncu", cmd_ncu).add_argument("--sweep", required=True)
+    stage("ncu-target", cmd_ncu_target).add_argument("--sweep", required=True)
     stage("report", cmd_report, case=False).add_argument("--results", required=True)
 
     args = parser.parse_args(argv)

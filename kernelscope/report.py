@@ -37,6 +37,7 @@ def collect(results: Path) -> dict[str, Any]:
             "correctness": _load(results / "correctness" / rel.with_suffix(".json")),
             "timing": _load(results / "timing" / rel.with_suffix(".json")),
             "profile": _load(results / "profile" / rel.with_suffix(".json")),
+            "ncu": _load(results / "ncu" / rel.with_suffix(".json")),
             "sweeps": (_load(results / "sweep" / rel.with_suffix(".json")) or {}).get("variants", []),
         })
     return data
@@ -208,6 +209,13 @@ def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, li
         if text:
             no.append(f"Clock-clean timings: {text}; they are included in the medians and listed per sample in "
                       f"tables/samples.csv.")
+    counters = [c for c in data["cases"] if (c.get("ncu") or {}).get("ran")]
+    if len(counters) < len(data["cases"]):
+        reasons = sorted({(c.get("ncu") or {}).get("reason", "stage not enabled (config ncu: true)")
+                          for c in data["cases"] if not (c.get("ncu") or {}).get("ran")})
+        no.append(f"Hardware-counter explanations (DRAM throughput, occupancy, registers, spills) for "
+                  f"{len(data['cases']) - len(counters)} of {len(data['cases'])} cases: Nsight Compute did not run "
+                  f"there ({'; '.join(reasons)}).")
     missing = [f"{c['kernel']} {c['shape']} {c['dtype']}" for c in data["cases"] if c["timing"] is None]
     if missing:
         no.append(f"Anything about {len(missing)} of {len(data['cases'])} planned cases that have no timing result "
@@ -361,6 +369,7 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
                                                    "device_us_per_call"], code=("cuda_kernel",)))
     elif prof:
         blocks.append(_text(f"Kernel names: not captured — {prof.get('reason')}."))
+    blocks.append(_ncu_block(case))
     sweep_lines = []
     for sw in case["sweeps"]:
         c = sw.get("counts", {})
@@ -380,6 +389,18 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
     if sweep_lines:
         blocks.append(_bullets(sweep_lines))
     return blocks
+
+
+def _ncu_block(case: dict[str, Any]) -> dict[str, Any]:
+    doc = case.get("ncu")
+    if doc is None:
+        return _text("Nsight Compute: stage not run for this case (enable with the config key `ncu: true`).")
+    if not doc.get("ran"):
+        return _text(f"Nsight Compute: did not run — {doc.get('reason')}.")
+    df = pd.DataFrame(doc["kernels"])
+    return _table(df, ["implementation", "kernel", "duration_ns", "dram_throughput_pct", "achieved_occupancy_pct",
+                       "registers_per_thread", "local_load_bytes", "local_store_bytes", "shared_mem_per_block_bytes"],
+                  code=("kernel",))
 
 
 def _references_section(data: dict[str, Any]) -> dict[str, Any] | None:

@@ -26,6 +26,9 @@ def test_dry_run_lists_every_stage_for_every_configured_case(tmp_path):
     for stage in STAGES:
         assert counts[stage] == len(planned), stage
     assert counts["report"] == counts["environment"] == counts["calibrate"] == 1
+    assert "ncu" not in counts  # optional stage, off by default
+    with_ncu = job_counts(snakemake(work, "--dry-run", "--config", "ncu=True").stdout)
+    assert with_ncu["ncu"] == len(planned)
 
 
 @pytest.mark.workflow
@@ -64,6 +67,7 @@ def test_cpu_run_writes_a_report_with_every_section(cpu_run):
     assert "faster" not in supported and "slower" not in supported
     assert "Correctness of every passing implementation" in supported
     assert "Ranking this run against the reference row 'seed 000" in md
+    assert "Nsight Compute: stage not run for this case" in md
     for table in ("timing", "samples", "correctness", "sweep", "profile", "claims"):
         assert (cpu_run / "reports" / runtime.INTERPRETER_KEY / "tables" / f"{table}.csv").is_file()
 

@@ -1,0 +1,124 @@
+"""Optional Nsight Compute stage: hardware counters for each Triton variant of a case.
+
+``ncu`` runs ``python -m kernelscope ncu-target ...`` (which warms every variant up, then calls each once
+between ``cudaProfilerStart``/``Stop``) with ``--profile-from-start off``, so only those calls are
+profiled, and ``--clock-control none``, so the card's clocks are left as they are. The counters answer
+*why* a kernel sits where it does on the roofline: DRAM throughput, achieved occupancy, registers per
+thread, local-memory (spill) traffic.
+
+Where ``ncu`` is not on ``PATH``, where there is no CUDA device, or where ncu cannot read the counters
+(e.g. ``ERR_NVGPUCTRPERM``), the stage records that it did not run and why; the report says so.
+
+Not yet verified on a GPU (written after this project's first H200 session had used its device time):
+the CSV layout parsed here is ncu's ``--csv --page raw`` format (a header row of metric names, a row of
+units, then one row per profiled kernel).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: what each reported quantity is read from
+METRICS = {
+    "duration_ns": "gpu__time_duration.sum",
+    "dram_throughput_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "registers_per_thread": "launch__registers_per_thread",
+    "local_load_bytes": "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
+    "local_store_bytes": "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
+    "shared_mem_per_block_bytes": "launch__shared_mem_per_block",
+}
+
+
+def command(target: Sequence[str], ncu: str = "ncu") -> list[str]:
+    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
+            "--csv", "--page", "raw", "--metrics", ",".join(METRICS.values()), *target]
+
+
+def _number(text: str) -> float | None:
+    cleaned = text.replace(",", "").strip()
+    try:
+        return float(cleaned)
+    except ValueError:
+        return None
+
+
+def parse_csv(text: str) -> list[dict[str, Any]]:
+    """Rows of ``ncu --csv --page raw``: header, units, then one row per profiled kernel launch. Lines
+    before the header (ncu's own ``==PROF==`` messages, the target's output) are skipped."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        return []
+    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    header, data = rows[0], rows[2:]
+    out = []
+    for row in data:
+        if len(row) != len(header):
+            continue
+        cells = dict(zip(header, row))
+        out.append({"kernel": cells.get("Kernel Name"),
+                    **{key: _number(cells.get(metric, "")) for key, metric in METRICS.items()}})
+    return out
+
+
+def run(target: Sequence[str], order: Sequence[str], on_gpu: bool) -> dict[str, Any]:
+    """Profile ``target``; ``order`` names the implementations whose calls the target makes, in order,
+    one kernel launch each."""
+    if not on_gpu:
+        return {"ran": False, "reason": "no CUDA device (Triton interpreter run)"}
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        return {"ran": False, "reason": "ncu (Nsight Compute) is not on PATH"}
+    proc = subprocess.run(command(target, ncu), capture_output=True, text=True, timeout=1800)
+    rows = parse_csv(proc.stdout)
+    if proc.returncode != 0 or not rows:
+        tail = (proc.stderr or proc.stdout)[-1500:]
+        return {"ran": False, "reason": f"ncu exited {proc.returncode} with {len(rows)} kernel rows: {tail}"}
+    if len(rows) != len(order):
+        return {"ran": False, "reason": f"expected {len(order)} profiled launches ({', '.join(order)}), "
+                                        f"ncu reported {len(rows)}: {[r['kernel'] for r in rows]}"}
+    return {"ran": True, "command": " ".join(command(["<target>"], "ncu")),
+            "kernels": [{"implementation": impl, **row} for impl, row in zip(order, rows)]}
+
+
+def profiled_variants(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The Triton variants the stage profiles, in order: those the case supports and the sweep tuned."""
+    return [impl.name for impl in spec.triton_variants
+            if impl.name in best_configs and impl.unsupported_reason(shape, dtype) is None]
+
+
+def target(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]], seed: int = 0) -> list[str]:
+    """Inside ncu: warm every profiled variant up (compilation is never profiled), then call each once
+    between cudaProfilerStart and cudaProfilerStop. Returns the implementation order."""
+    import torch
+
+    from kernelscope import runtime
+
+    inputs = spec.make_inputs(shape, dtype, runtime.device(), seed)
+    closures = []
+    for name in profiled_variants(spec, shape, dtype, best_configs):
+        fn = spec.implementation(name).prepare(inputs, spec.make_output(inputs), best_configs[name])
+        for _ in range(3):
+            fn()
+        closures.append((name, fn))
+    torch.cuda.synchronize()
+    order = []
+    for name, fn in closures:
+        torch.cuda.profiler.start()
+        fn()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+        order.append(name)
+    return order
+
+
+def target_argv(specs_path: str, kernel: str, shape: str, dtype: str, sweep_path: str) -> list[str]:
+    return [sys.executable, "-m", "kernelscope", "ncu-target", "--specs", specs_path, "--kernel", kernel,
+            "--shape", shape, "--dtype", dtype, "--sweep", sweep_path, "--out", "-"]

@@ -1,0 +1,21 @@
+# Optional (config ncu: true): Nsight Compute counters for each tuned Triton variant of one case.
+# ncu replays kernels, so it takes the GPU alone like the timing rules.
+rule ncu:
+    input:
+        specs=SPECS,
+        module=kernel_module,
+        sweep="results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
+        image=container_image(),
+    output:
+        "results/{device}/ncu/{kernel}/{dtype}/{shape}.json",
+    params:
+        case=case_args,
+    resources:
+        gpu_share=GPU_EXCLUSIVE,
+    container:
+        CONTAINER_IMAGE
+    log:
+        "logs/{device}/ncu/{kernel}/{dtype}/{shape}.log",
+    shell:
+        "{PYTHON} -m kernelscope ncu --specs {input.specs} {params.case} --sweep {input.sweep} "
+        "--out {output} > {log} 2>&1"
