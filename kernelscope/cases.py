@@ -58,10 +58,12 @@ def device_key(config: Mapping[str, Any]) -> str:
     return runtime.detect_device_key() if key == "auto" else runtime.slug(key)
 
 
-def shape_set_name(config: Mapping[str, Any], key: str) -> str:
+def shape_set_name(config: Mapping[str, Any]) -> str:
+    """``auto``: the tiny ``cpu`` set under the interpreter, the ``gpu`` set on a CUDA device (whatever the
+    results are labelled)."""
     name = config.get("shape_set", "auto")
     if name == "auto":
-        return "cpu" if key == runtime.INTERPRETER_KEY else "gpu"
+        return "cpu" if runtime.detect_device_key() == runtime.INTERPRETER_KEY else "gpu"
     return name
 
 
@@ -100,8 +102,8 @@ def plan(config: Mapping[str, Any], key: str | None = None) -> list[Case]:
 
 def specs(config: Mapping[str, Any], key: str) -> dict[str, Any]:
     """The resolved plan: every case with its shape parameters and reason, and the stage settings."""
-    interpreter = key == runtime.INTERPRETER_KEY
-    set_name = shape_set_name(config, key)
+    interpreter = runtime.detect_device_key() == runtime.INTERPRETER_KEY
+    set_name = shape_set_name(config)
     cases = []
     for name, entry in _kernel_entries(config).items():
         spec = registry.get(name)
@@ -115,6 +117,9 @@ def specs(config: Mapping[str, Any], key: str) -> dict[str, Any]:
     sweep = dict(config.get("sweep", {}))
     return {
         "device": key,
+        # what the jobs must see: the detected hardware, which differs from `device` when the config
+        # gives the results a label of its own (device: my-label)
+        "hardware": runtime.detect_device_key(),
         "interpreter": interpreter,
         "shape_set": set_name,
         "config_hash": config_hash(config),

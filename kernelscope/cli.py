@@ -65,7 +65,7 @@ def _resolve(args) -> tuple[dict, Any, Any, Any, dict]:
     from kernelscope.spec import DTYPES
 
     specs = _load(args.specs)
-    runtime.check_device_key(specs["device"])
+    runtime.check_device_key(specs.get("hardware", specs["device"]))
     spec, shape, case = cases.load_case(specs, args.kernel, args.shape, args.dtype)
     return specs, spec, shape, DTYPES[args.dtype], case
 
@@ -74,7 +74,7 @@ def cmd_environment(args) -> None:
     from kernelscope import environment, runtime
 
     specs = _load(args.specs)
-    runtime.check_device_key(specs["device"])
+    runtime.check_device_key(specs.get("hardware", specs["device"]))
     extra = json.loads(args.extra) if args.extra else {}
     _write_json(args.out, environment.record(specs["device"], specs["config_hash"], extra))
 
@@ -83,7 +83,7 @@ def cmd_calibrate(args) -> None:
     from kernelscope import calibration, runtime
 
     specs = _load(args.specs)
-    runtime.check_device_key(specs["device"])
+    runtime.check_device_key(specs.get("hardware", specs["device"]))
     dtypes = specs["calibration"].get("dtypes", ["float16", "bfloat16", "float32"])
     _write_json(args.out, {"device": specs["device"], **calibration.calibrate(dtypes)})
 

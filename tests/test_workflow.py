@@ -94,9 +94,9 @@ def test_cpu_run_records_gate_controls_timing_and_environment(cpu_run):
 @pytest.mark.workflow
 def test_rerun_on_another_device_key_does_not_overwrite(cpu_run):
     first = (cpu_run / "reports" / runtime.INTERPRETER_KEY / "report.md").read_text()
-    run = snakemake(cpu_run, "--dry-run", "--config", "device=other-gpu")
-    # planned under its own key; a job would refuse to run (it sees the interpreter, not 'other-gpu')
-    assert "results/other-gpu/specs.json" in run.stdout
+    run = snakemake(cpu_run, "--dry-run", "--config", "device=other-label")
+    # a label of the user's own: planned under its own key, beside the first run's results
+    assert "results/other-label/specs.json" in run.stdout
     assert (cpu_run / "reports" / runtime.INTERPRETER_KEY / "report.md").read_text() == first
 
 
@@ -111,3 +111,15 @@ def test_published_h200_report_renders_kernel_names_escaped(tmp_path):
     assert "`void (anonymous namespace)::softmax_warp_forward<c10::Half" in md
     assert "NVIDIA H200" in md and "INTERPRETER RUN" not in md
     assert "compared by CUDA-graph replay" in md  # launch-bound pairs are not ranked by event medians
+
+
+def test_a_job_refuses_to_write_under_another_machines_key(tmp_path):
+    """A container started without --nv sees no GPU: its results must not land under the GPU's key."""
+    from kernelscope import cli
+
+    specs = {"device": "nvidia-h200", "hardware": "nvidia-h200", "config_hash": "x", "calibration": {}}
+    path = tmp_path / "specs.json"
+    path.write_text(json.dumps(specs))
+    with pytest.raises(SystemExit, match="planned for device 'nvidia-h200' but runs on 'cpu-interpreter'.*--nv"):
+        cli.main(["environment", "--specs", str(path), "--out", str(tmp_path / "env.json")])
+    assert not (tmp_path / "env.json").exists()

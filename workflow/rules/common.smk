@@ -10,7 +10,6 @@ from kernelscope import container as ks_container
 
 DEVICE = ks_cases.device_key(config)
 CASES = ks_cases.plan(config, DEVICE)
-CASE_BY_ID = {(c.kernel, c.dtype, c.shape): c for c in CASES}
 SPECS = f"results/{DEVICE}/specs.json"
 
 # Timing-sensitive jobs (sweep, timing, calibrate) take every GPU share, so nothing else runs on the GPU
