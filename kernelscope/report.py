@@ -175,9 +175,11 @@ def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, li
         no.append("Any performance comparison: this run used Triton's interpreter on the CPU; its timings measure "
                   "the interpreter and support no statement about GPU speed.")
     elif not claim_df.empty:
-        for _, c in claim_df[claim_df["verdict"].isin([claims.FASTER, claims.SLOWER])].iterrows():
-            yes.append(f"{c['kernel']} {c['shape']} {c['dtype']}: {c['sentence']} — {where}, for exactly this shape, "
-                       f"dtype and layout.")
+        resolved = claim_df[claim_df["verdict"].isin([claims.FASTER, claims.SLOWER])]
+        if len(resolved):
+            yes.append(f"The orderings below, {where}, each for exactly the shape, dtype and layout named:")
+        for _, c in resolved.iterrows():
+            yes.append(f"{c['kernel']} {c['shape']} {c['dtype']}: {c['sentence']}.")
         unresolved = claim_df[claim_df["verdict"] == claims.UNRESOLVED]
         for _, c in unresolved.iterrows():
             no.append(f"An ordering of {c['a']} and {c['b']} for {c['kernel']} {c['shape']} {c['dtype']}: {c['why']}.")
@@ -269,7 +271,8 @@ def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
              ("CPU", f"{env.get('cpu')} ({env.get('cpu_count')} logical)"), ("OS", env.get("os")),
              ("git commit", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"),
              ("config hash", env.get("config_hash")),
-             ("container", f"{cont.get('runtime')}: {cont.get('image')}" if cont.get("containerized") else "none (host)")]
+             ("container", (f"{cont.get('runtime')}: {cont.get('image') or 'image not identified'}"
+                            if cont.get("containerized") else "none (host)"))]
     for key in ("image_sha256", "base_image", "lock_sha256"):
         if env.get(key) or cont.get(key):
             pairs.append((key.replace("_", " "), env.get(key) or cont.get(key)))
@@ -403,6 +406,40 @@ def _ncu_block(case: dict[str, Any]) -> dict[str, Any]:
                   code=("kernel",))
 
 
+def _summary_section(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, Any]:
+    """One row per case: the primary baseline against the fastest correct Triton variant, with the verdict
+    the claim rules gave for that pair (the per-case sections hold everything else)."""
+    timing, claim_df = tbl["timing"], tbl["claims"]
+    rows = []
+    for case in data["cases"]:
+        key = (case["kernel"], case["shape"], case["dtype"])
+        row = {"kernel": key[0], "shape": key[1], "dtype": key[2], "baseline": case["primary_baseline"]}
+        t = timing[(timing["kernel"] == key[0]) & (timing["shape"] == key[1]) & (timing["dtype"] == key[2])] \
+            if not timing.empty else timing
+        ok = t[t["status"] == "ok"] if not t.empty else t
+        base = ok[(ok["implementation"] == case["primary_baseline"]) & (ok["block"] == "A1")] if not ok.empty else ok
+        tri = ok[ok["kind"] == "triton"] if not ok.empty else ok
+        if base.empty or tri.empty:
+            rows.append({**row, "verdict": "no timing result"})
+            continue
+        best = tri.loc[tri["median_us"].idxmin()]
+        verdict = claim_df[(claim_df["kernel"] == key[0]) & (claim_df["shape"] == key[1]) & (claim_df["dtype"] == key[2])
+                           & (claim_df["a"] == best["implementation"]) & (claim_df["b"] == case["primary_baseline"])]
+        v = verdict.iloc[0] if len(verdict) else None
+        rows.append({**row, "baseline_us": base["median_us"].iloc[0], "best_triton": best["implementation"],
+                     "triton_us": best["median_us"], "baseline_graph_us": base["graph_us"].iloc[0],
+                     "triton_graph_us": best.get("graph_us"), "pct_copy_bw": best.get("pct_copy_bw"),
+                     "pct_matmul_peak": best.get("pct_matmul_peak"),
+                     "verdict": f"{v['verdict']} ({v['basis']})" if v is not None and v.get("basis") else
+                     (v["verdict"] if v is not None else "–")})
+    df = pd.DataFrame(rows)
+    return {"title": "Summary", "blocks": [
+        _text("Per case: the primary baseline's event median against the fastest Triton variant's (by event median), "
+              "and the claim rules' verdict for that pair. Launch-bound pairs are judged by CUDA-graph replay."),
+        _table(df, ["kernel", "shape", "dtype", "baseline", "baseline_us", "best_triton", "triton_us",
+                    "baseline_graph_us", "triton_graph_us", "pct_copy_bw", "pct_matmul_peak", "verdict"])]}
+
+
 def _references_section(data: dict[str, Any]) -> dict[str, Any] | None:
     refs = data["specs"].get("external_references", [])
     if not refs:
@@ -430,6 +467,7 @@ def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], has_plot: bool)
             _text("Supports:"), _bullets(verdict["supports"] or ["No performance statement."]),
             _text("Does not support:"), _bullets(verdict["does_not_support"])]},
     ]
+    sections.append(_summary_section(data, tbl))
     if has_plot:
         sections.append({"title": "Roofline", "blocks": [
             {"type": "image", "src": "roofline.png", "alt": "roofline: arithmetic intensity vs achieved TFLOP/s"},
