@@ -20,8 +20,8 @@ block sum *and* the accumulator by the running sum (double normalisation), start
 leaves keys past ``S`` unmasked (they score 0 and take softmax weight), never applies the causal
 mask it describes, and casts ``P`` and ``O`` to fp16 whatever the input dtype.
 
-Non-tensor case parameters (``causal``) travel to ``prepare`` and ``reference`` as a 0-dim input
-``causal``, because ``prepare(inputs, out, config)`` is not given the shape.
+The case parameter ``causal`` travels to ``prepare`` and ``reference`` as a plain input value, because
+``prepare(inputs, out, config)`` is not given the shape.
 """
 
 from __future__ import annotations
@@ -377,7 +377,7 @@ def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, seed: in
         return t.transpose(1, 2).contiguous().to(dtype).transpose(1, 2) if bshd else t.contiguous().to(dtype)
 
     return {"q": stored(q), "k": stored(k), "v": stored(v),
-            "causal": torch.tensor(int(shape["causal"]), dtype=torch.int32, device=device)}
+            "causal": bool(shape["causal"])}
 
 
 def make_output(inputs: Inputs) -> torch.Tensor:

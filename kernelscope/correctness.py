@@ -76,8 +76,10 @@ def _worst_index(diff: torch.Tensor, bound: torch.Tensor, finite_ref: torch.Tens
 
 def reference_for(spec: KernelSpec, inputs: Inputs) -> torch.Tensor:
     """The fp64 reference, computed on the inputs' device from float64 copies."""
+    upcast = {k: v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+              for k, v in inputs.items()}
     with torch.no_grad():
-        return spec.reference({k: v.to(torch.float64) for k, v in inputs.items()})
+        return spec.reference(upcast)
 
 
 def run_poisoned(impl: Implementation, spec: KernelSpec, inputs: Inputs, config: Mapping[str, Any],
@@ -105,7 +107,7 @@ def check_seed(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torc
     device = runtime.device()
     tol = spec.tolerance(dtype)
     inputs = spec.make_inputs(shape, dtype, device, seed)
-    before = {k: v.clone() for k, v in inputs.items()}
+    before = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     expected = reference_for(spec, inputs)
     actual = run_poisoned(impl, spec, inputs, config, math.nan)
     record = {"seed": seed, **compare(actual, expected, tol.atol, tol.rtol)}
@@ -118,7 +120,7 @@ def check_seed(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torc
         record[inv.name] = err
         if not err <= limit:
             failures.append(f"{inv.name}={err:.3g} exceeds {limit:.3g} ({inv.reason})")
-    changed = [k for k in inputs if not torch.equal(inputs[k], before[k])]
+    changed = [k for k in before if not torch.equal(inputs[k], before[k])]
     if changed:
         failures.append(f"inputs modified: {changed}")
     if repeat:

@@ -27,7 +27,9 @@ DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
 }
 
-Inputs = dict[str, torch.Tensor]
+#: named inputs of one problem: tensors, plus plain problem parameters (``causal: True``) that the
+#: harness passes through untouched (only tensors are cast for the reference, cloned and compared)
+Inputs = dict[str, Any]
 Closure = Callable[[], torch.Tensor]
 
 
@@ -114,10 +116,12 @@ class KernelSpec:
     """Everything kernelscope needs to know about one kernel.
 
     * ``make_inputs(shape, dtype, device, seed)`` returns named input tensors drawn from a seeded
-      generator (never zeros), on ``device``; use :func:`generator` and :func:`randn`.
+      generator (never zeros), on ``device`` (use :func:`generator` and :func:`randn`), plus any plain
+      problem parameters ``prepare`` needs (``prepare`` sees the inputs, not the shape).
     * ``make_output(inputs)`` allocates the output that Triton variants write into (poisoned by the
       correctness stage before each run).
-    * ``reference(inputs)`` computes the result in float64 from float64 copies of the inputs.
+    * ``reference(inputs)`` computes the result in float64 from float64 copies of the floating-point
+      input tensors (other values as they are).
     * ``flops(shape)`` and ``bytes_moved(shape, dtype)`` are the minimal work and traffic (each input
       read once, each output written once) from which GFLOP/s, GB/s and the roofline follow.
     * ``shape_sets`` maps a set name (``cpu`` for the interpreter, ``gpu`` for a real device, ...) to

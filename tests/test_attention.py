@@ -88,7 +88,7 @@ def test_strided_layouts_give_bitwise_identical_results():
     shp = shape(B=2, H=3, S=21, D=64, causal=1, bshd=1)
     strided = attention.make_inputs(shp, torch.float16, CPU, seed=2)
     assert not strided["q"].is_contiguous() and strided["q"].stride(1) == 64
-    contiguous = {k: v.contiguous() for k, v in strided.items()}
+    contiguous = {k: v.contiguous() if isinstance(v, torch.Tensor) else v for k, v in strided.items()}
     expected = flash(contiguous)
     b, h, s, d = expected.shape
     outputs = {
@@ -114,7 +114,7 @@ def test_weights_sum_to_one(seed):
 def test_ignoring_the_causal_mask_is_rejected():
     # A kernel run non-causally on a causal case: the gate must see the future keys' weight.
     def prepare(inputs, out, config):
-        return attention._prepare_flash({**inputs, "causal": torch.tensor(0)}, out, config)
+        return attention._prepare_flash({**inputs, "causal": False}, out, config)
 
     impl = Implementation("triton_ignores_causal", "triton", prepare, configs=lambda s, d: [],
                           default_config=SPEC.implementation("triton_flash").default_config)

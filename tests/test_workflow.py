@@ -83,7 +83,8 @@ def test_cpu_run_records_gate_controls_timing_and_environment(cpu_run):
     assert blocks[0] == "A1" and blocks[-1] == "A2" and timing["aa_floor"] is not None
     for rec in timing["implementations"]:
         assert rec["status"] == "ok", rec
-        assert len(rec["samples_us"]) == rec["n"] >= 10
+        assert len(rec["samples_us"]) == rec["n"] >= 1  # every sample kept
+        assert rec["n"] >= 10 or rec["target_reached"] is False  # fewer than min_samples only at the time cap
         assert "first_call_ms" in rec
     env = json.loads((results / "environment.json").read_text())
     assert env["triton_interpreter"] is True and env["torch"] and env["triton"] and env["config_hash"]
