@@ -34,8 +34,8 @@ import triton.language as tl
 
 from kernelscope import runtime
 from kernelscope.baselines import compiled
-from kernelscope.spec import (Implementation, Inputs, Invariant, KernelSpec, Shape, Tolerance, element_size,
-                              generator, randn)
+from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn,
+                              Shape, shape_entry, Tolerance)
 
 LOG2E = math.log2(math.e)
 
@@ -441,10 +441,6 @@ def _bytes(shape: Shape, dtype: torch.dtype) -> float:
     return 4.0 * shape["B"] * shape["H"] * shape["S"] * shape["D"] * element_size(dtype)
 
 
-def _s(reason: str, **params: int) -> Shape:
-    return Shape(params, reason)
-
-
 _FP16_EPS, _BF16_EPS = torch.finfo(torch.float16).eps, torch.finfo(torch.bfloat16).eps
 
 KERNEL = KernelSpec(
@@ -498,25 +494,25 @@ KERNEL = KernelSpec(
                           "each output row is a convex combination of the V rows it may see")],
     shape_sets={
         "cpu": [
-            _s("non-causal, S=37 = 2*16 + 5: ragged query and key tails at the interpreter's 16x16 tiles",
+            shape_entry("non-causal, S=37 = 2*16 + 5: ragged query and key tails at the interpreter's 16x16 tiles",
                B=1, H=2, S=37, D=64, causal=0),
-            _s("causal at S=37: diagonal blocks masked, a partial last query block", B=1, H=2, S=37, D=64, causal=1),
-            _s("one more than a block (17 = 16 + 1), D=128, [B, S, H, D] memory: strided Q/K/V/O",
+            shape_entry("causal at S=37: diagonal blocks masked, a partial last query block", B=1, H=2, S=37, D=64, causal=1),
+            shape_entry("one more than a block (17 = 16 + 1), D=128, [B, S, H, D] memory: strided Q/K/V/O",
                B=2, H=2, S=17, D=128, causal=1, bshd=1),
-            _s("non-causal twin of the strided case: the one-key tail block is visible to every row",
+            shape_entry("non-causal twin of the strided case: the one-key tail block is visible to every row",
                B=2, H=2, S=17, D=128, causal=0, bshd=1),
         ],
         "gpu": [
-            _s("issue target: 4k prefill at D=128, non-causal (bf16: >= 0.80x SDPA); naive fp32 probabilities "
+            shape_entry("issue target: 4k prefill at D=128, non-causal (bf16: >= 0.80x SDPA); naive fp32 probabilities "
                "= 4 GiB, at its budget", B=4, H=16, S=4096, D=128, causal=0),
-            _s("the target causal: half the work, diagonal masking, unequal query blocks", B=4, H=16, S=4096, D=128,
+            shape_entry("the target causal: half the work, diagonal masking, unequal query blocks", B=4, H=16, S=4096, D=128,
                causal=1),
-            _s("long context S=8192 causal: naive attention refused (8 GiB of probabilities); flash vs SDPA only",
+            shape_entry("long context S=8192 causal: naive attention refused (8 GiB of probabilities); flash vs SDPA only",
                B=2, H=16, S=8192, D=128, causal=1),
-            _s("D=64 heads at 4k: half the FLOPs per byte of D=128", B=4, H=16, S=4096, D=64, causal=0),
-            _s("odd S=1000 = 7*128 + 104: ragged query and key tails at real tile sizes", B=8, H=16, S=1000, D=128,
+            shape_entry("D=64 heads at 4k: half the FLOPs per byte of D=128", B=4, H=16, S=4096, D=64, causal=0),
+            shape_entry("odd S=1000 = 7*128 + 104: ragged query and key tails at real tile sizes", B=8, H=16, S=1000, D=128,
                causal=1),
-            _s("launch-bound short prompt: 16 heads x S=128, fewer programs than SMs", B=1, H=16, S=128, D=128,
+            shape_entry("launch-bound short prompt: 16 heads x S=128, fewer programs than SMs", B=1, H=16, S=128, D=128,
                causal=1),
         ],
     },

@@ -27,7 +27,8 @@ import triton
 import triton.language as tl
 
 from kernelscope.baselines import compiled
-from kernelscope.spec import Implementation, Inputs, KernelSpec, Shape, Tolerance, element_size, generator, randn
+from kernelscope.spec import (element_size, generator, Implementation, Inputs, KernelSpec, randn, Shape,
+                              shape_entry, Tolerance)
 
 #: activation name -> the constexpr code the kernel branches on
 ACTIVATIONS = {"relu": 0, "gelu": 1, "silu": 2}
@@ -232,10 +233,6 @@ def _bytes(shape: Shape, dtype: torch.dtype) -> float:
     return float((2 * shape["M"] * shape["N"] + shape["bias"] * shape["N"]) * element_size(dtype))
 
 
-def _s(reason: str, **params: int) -> Shape:
-    return Shape(params, reason)
-
-
 # The eager baseline rounds z = x + bias to the stored dtype (relative error u) before the activation,
 # which multiplies that error by |z act'(z)| <= |act(z)| + 0.15 (the excess peaks for silu near
 # z = -3.6, for gelu-tanh it is 0.13 near z = -1.9); the output rounding adds u |act(z)|. Hence
@@ -278,20 +275,20 @@ KERNEL = KernelSpec(
     bytes_moved=_bytes,
     shape_sets={
         "cpu": [
-            _s("tiny, non-power-of-two row (3 masked lanes of 8), gelu-tanh with bias", M=3, N=5, gelu=1, bias=1),
-            _s("strided rows (row stride 80 > N = 70), more rows than one tile, silu with bias",
+            shape_entry("tiny, non-power-of-two row (3 masked lanes of 8), gelu-tanh with bias", M=3, N=5, gelu=1, bias=1),
+            shape_entry("strided rows (row stride 80 > N = 70), more rows than one tile, silu with bias",
                M=33, N=70, stride=80, silu=1, bias=1),
-            _s("one more than a block (129 pads to 256), relu without bias (HAS_BIAS false)",
+            shape_entry("one more than a block (129 pads to 256), relu without bias (HAS_BIAS false)",
                M=16, N=129, relu=1, bias=0),
         ],
         "gpu": [
-            _s("launch-bound: 64 x 1024 relu with bias, a few dozen tiles", M=64, N=1024, relu=1, bias=1),
-            _s("L2-resident: 1024 x 4096 (32 MB of traffic at fp32), silu with bias", M=1024, N=4096, silu=1, bias=1),
-            _s("HBM-bound: 64M elements (256 MB at fp16), relu, the cheapest activation: pure bandwidth",
+            shape_entry("launch-bound: 64 x 1024 relu with bias, a few dozen tiles", M=64, N=1024, relu=1, bias=1),
+            shape_entry("L2-resident: 1024 x 4096 (32 MB of traffic at fp32), silu with bias", M=1024, N=4096, silu=1, bias=1),
+            shape_entry("HBM-bound: 64M elements (256 MB at fp16), relu, the cheapest activation: pure bandwidth",
                M=16384, N=4096, relu=1, bias=1),
-            _s("LLaMA-7B MLP width 11008 (not a multiple of 1024), silu, no bias as in LLaMA",
+            shape_entry("LLaMA-7B MLP width 11008 (not a multiple of 1024), silu, no bias as in LLaMA",
                M=8192, N=11008, silu=1, bias=0),
-            _s("GPT-style MLP 4 x 4096, gelu-tanh with bias: the fusion of seed 002 section 4.3",
+            shape_entry("GPT-style MLP 4 x 4096, gelu-tanh with bias: the fusion of seed 002 section 4.3",
                M=8192, N=16384, gelu=1, bias=1),
         ],
     },

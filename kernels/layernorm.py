@@ -24,8 +24,8 @@ import triton
 import triton.language as tl
 
 from kernelscope.baselines import compiled
-from kernelscope.spec import (Implementation, Inputs, Invariant, KernelSpec, Shape, Tolerance, element_size,
-                              generator, randn)
+from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn,
+                              Shape, shape_entry, Tolerance)
 
 EPS = 1e-5
 # Largest row the one-program-per-row kernel accepts: the whole row lives in registers.
@@ -290,10 +290,6 @@ def _bytes(shape: Shape, dtype: torch.dtype) -> float:
     return float((2 * shape["M"] * shape["N"] + 2 * shape["N"]) * element_size(dtype))
 
 
-def _s(reason: str, **params: int) -> Shape:
-    return Shape(params, reason)
-
-
 KERNEL = KernelSpec(
     name="layernorm",
     description="LayerNorm forward over the last dimension of an M x N matrix, weight and bias [N], eps 1e-5.",
@@ -338,18 +334,18 @@ KERNEL = KernelSpec(
     ],
     shape_sets={
         "cpu": [
-            _s("tiny, non-power-of-two row: 3 masked lanes of 8", M=3, N=5),
-            _s("strided rows (row stride 80 > N = 70)", M=33, N=70, stride=80),
-            _s("one more than a block: 129 pads to 256", M=16, N=129),
+            shape_entry("tiny, non-power-of-two row: 3 masked lanes of 8", M=3, N=5),
+            shape_entry("strided rows (row stride 80 > N = 70)", M=33, N=70, stride=80),
+            shape_entry("one more than a block: 129 pads to 256", M=16, N=129),
         ],
         "gpu": [
-            _s("decode-sized batch: 32 rows of 4096, a quarter of the SMs busy (launch-bound)", M=32, N=4096),
-            _s("LLaMA-7B hidden size, 16384 tokens: 256 MB of traffic at fp16", M=16384, N=4096),
-            _s("LLaMA-70B hidden size, 16384 tokens: 512 MB at fp16, 32 fp32 elements per thread at 8 warps",
+            shape_entry("decode-sized batch: 32 rows of 4096, a quarter of the SMs busy (launch-bound)", M=32, N=4096),
+            shape_entry("LLaMA-7B hidden size, 16384 tokens: 256 MB of traffic at fp16", M=16384, N=4096),
+            shape_entry("LLaMA-70B hidden size, 16384 tokens: 512 MB at fp16, 32 fp32 elements per thread at 8 warps",
                M=16384, N=8192),
-            _s("odd N just past a power of two: the row kernel pads 4097 to 8192, the looped one has a "
+            shape_entry("odd N just past a power of two: the row kernel pads 4097 to 8192, the looped one has a "
                "1-element tail chunk", M=8192, N=4097),
-            _s("wide rows, N = 65536: the row kernel's register limit against the looped kernel; 256 MB at fp16",
+            shape_entry("wide rows, N = 65536: the row kernel's register limit against the looped kernel; 256 MB at fp16",
                M=1024, N=65536),
         ],
     },

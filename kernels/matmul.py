@@ -36,7 +36,8 @@ import triton.language as tl
 
 from kernelscope import runtime
 from kernelscope.baselines import compiled
-from kernelscope.spec import Implementation, Inputs, KernelSpec, Shape, Tolerance, element_size, generator, randn
+from kernelscope.spec import (element_size, generator, Implementation, Inputs, KernelSpec, randn, Shape,
+                              shape_entry, Tolerance)
 
 # Offsets inside the kernels are int32 (cheaper address arithmetic); larger operands are refused.
 MAX_OPERAND_ELEMENTS = 2**31 - 1
@@ -552,10 +553,6 @@ def _bytes(shape: Shape, dtype: torch.dtype) -> float:
     return float(M * K + K * N + M * N) * element_size(dtype)
 
 
-def _s(reason: str, **params: int) -> Shape:
-    return Shape(params, reason)
-
-
 # |C| ~ 1 (see make_inputs). Error sources: (1) C is rounded once to the stored dtype: <= u |c| with
 # u = 2^-11 (fp16), 2^-8 (bf16) -> rtol = 2u; (2) fp32 accumulation over K <= 8192 terms whose partial sums
 # stay below ~4: <= K * 2^-24 * 4 ~ 2e-3 even if the tensor-core adder truncates every step (worst case,
@@ -605,23 +602,23 @@ KERNEL = KernelSpec(
     bytes_moved=_bytes,
     shape_sets={
         "cpu": [
-            _s("nothing a multiple of a tile: masked M/N edges and a K tail (65 = 64 + 1); fp16 rows of 65 "
+            shape_entry("nothing a multiple of a tile: masked M/N edges and a K tail (65 = 64 + 1); fp16 rows of 65 "
                "elements are not 16-byte aligned, so the persistent default falls back to pointers",
                M=33, N=47, K=65),
-            _s("both operands column-major (transposed views), edges not multiples of 32; aligned, so the "
+            shape_entry("both operands column-major (transposed views), edges not multiples of 32; aligned, so the "
                "persistent default reads them through transposed descriptors", M=48, N=40, K=72, transA=1, transB=1),
-            _s("exact multiple of every tile in the space that fits: no masked element anywhere", M=64, N=64, K=64),
+            shape_entry("exact multiple of every tile in the space that fits: no masked element anywhere", M=64, N=64, K=64),
         ],
         "gpu": [
-            _s("launch-bound: 4 tiles of 128x128, far fewer than 132 SMs", M=256, N=256, K=256),
-            _s("the issue's target size (>= 0.85x cuBLAS, persistent >= 0.95x): 32 MB per operand at fp16",
+            shape_entry("launch-bound: 4 tiles of 128x128, far fewer than 132 SMs", M=256, N=256, K=256),
+            shape_entry("the issue's target size (>= 0.85x cuBLAS, persistent >= 0.95x): 32 MB per operand at fp16",
                M=4096, N=4096, K=4096),
-            _s("the issue's large target: 128 MB per operand, far past the 60 MB L2", M=8192, N=8192, K=8192),
-            _s("short K with a tail (1000 = 15 x 64 + 40), output-heavy. K % 16 != 0, so Triton cannot prove "
+            shape_entry("the issue's large target: 128 MB per operand, far past the 60 MB L2", M=8192, N=8192, K=8192),
+            shape_entry("short K with a tail (1000 = 15 x 64 + 40), output-heavy. K % 16 != 0, so Triton cannot prove "
                "16-byte alignment of A's rows or of the K mask and the pointer loads lose vectorization (seen in "
                "the sm_90 PTX), while TMA (2000-byte rows are 16-byte aligned) is unaffected",
                M=8192, N=8192, K=1000),
-            _s("nn.Linear layout x @ W.T: B column-major, read through a transposed descriptor / strided loads",
+            shape_entry("nn.Linear layout x @ W.T: B column-major, read through a transposed descriptor / strided loads",
                M=4096, N=4096, K=4096, transB=1),
         ],
     },

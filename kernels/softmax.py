@@ -45,8 +45,8 @@ import triton.language as tl
 
 from kernelscope.baselines import compiled
 from kernelscope.runtime import device_limits
-from kernelscope.spec import (Implementation, Inputs, Invariant, KernelSpec, Shape, Tolerance, element_size,
-                              generator, randn)
+from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn,
+                              Shape, shape_entry, Tolerance)
 
 # Largest row the one-program-per-row kernel accepts: the whole row lives in registers.
 MAX_ROW_BLOCK = 65536
@@ -413,10 +413,6 @@ def _bytes(shape: Shape, dtype: torch.dtype) -> float:
     return 2.0 * shape["M"] * shape["N"] * element_size(dtype)
 
 
-def _s(reason: str, **params: int) -> Shape:
-    return Shape(params, reason)
-
-
 KERNEL = KernelSpec(
     name="softmax",
     description="Row-wise stable softmax over the last dimension of an M x N matrix.",
@@ -463,24 +459,24 @@ KERNEL = KernelSpec(
                           "every row of probabilities sums to 1")],
     shape_sets={
         "cpu": [
-            _s("the seed's worked example: N=5, three masked lanes", M=3, N=5),
-            _s("non-power-of-two row with strided rows (row stride 80 > N); 33 rows > the interpreter's "
+            shape_entry("the seed's worked example: N=5, three masked lanes", M=3, N=5),
+            shape_entry("non-power-of-two row with strided rows (row stride 80 > N); 33 rows > the interpreter's "
                "4 SMs x programs_per_sm, so persistent programs loop over several rows", M=33, N=70, stride=80),
-            _s("one more than a block: 129 pads to 256", M=16, N=129),
-            _s("online loop: the default BLOCK_N=128 gives blocks of 128, 128 and a 44-wide tail", M=3, N=300),
+            shape_entry("one more than a block: 129 pads to 256", M=16, N=129),
+            shape_entry("online loop: the default BLOCK_N=128 gives blocks of 128, 128 and a 44-wide tail", M=3, N=300),
         ],
         # The HBM-bound shapes hold M*N = 2^26 elements (268 MB of traffic at fp16) with N from 512 to
         # 262144, so the same bytes move through short rows (persistent vs row) and wide rows (online).
         "gpu": [
-            _s("the seed's experiment: [4096, 1000], 2.4% masked lanes", M=4096, N=1000),
-            _s("launch-bound: a few small rows", M=64, N=1024),
-            _s("HBM-bound with many short rows (2^26 elements): 131072 one-KB rows, where a persistent grid "
+            shape_entry("the seed's experiment: [4096, 1000], 2.4% masked lanes", M=4096, N=1000),
+            shape_entry("launch-bound: a few small rows", M=64, N=1024),
+            shape_entry("HBM-bound with many short rows (2^26 elements): 131072 one-KB rows, where a persistent grid "
                "amortises per-program launch and prefetches the next row", M=131072, N=512),
-            _s("HBM-bound, 2^26 elements (8192 x 8192): the row grid already fills the GPU", M=8192, N=8192),
-            _s("non-power-of-two N just above a block (2049 pads to 4096)", M=16384, N=2049),
-            _s("wide rows, 2^26 elements: the largest row triton_row accepts (register pressure of one block) "
+            shape_entry("HBM-bound, 2^26 elements (8192 x 8192): the row grid already fills the GPU", M=8192, N=8192),
+            shape_entry("non-power-of-two N just above a block (2049 pads to 4096)", M=16384, N=2049),
+            shape_entry("wide rows, 2^26 elements: the largest row triton_row accepts (register pressure of one block) "
                "against triton_online", M=1024, N=65536),
-            _s("rows too wide for one block, 2^26 elements: only triton_online; 256 programs underfill 132 SMs",
+            shape_entry("rows too wide for one block, 2^26 elements: only triton_online; 256 programs underfill 132 SMs",
                M=256, N=262144),
         ],
     },

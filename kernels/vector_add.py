@@ -19,8 +19,8 @@ import triton.language as tl
 
 from kernelscope import runtime
 from kernelscope.baselines import compiled
-from kernelscope.spec import (Implementation, Inputs, Invariant, KernelSpec, Shape, Tolerance, element_size,
-                              generator, randn)
+from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn,
+                              Shape, shape_entry, Tolerance)
 
 BLOCK_SIZES = (256, 1024, 4096, 8192)
 NUM_WARPS = (4, 8)
@@ -157,10 +157,6 @@ def _bytes(shape: Shape, dtype: torch.dtype) -> float:
     return 3.0 * shape["n"] * element_size(dtype)
 
 
-def _s(reason: str, **params: int) -> Shape:
-    return Shape(params, reason)
-
-
 KERNEL = KernelSpec(
     name="vector_add",
     description="Element-wise sum of two vectors of n elements (seed 002 section 2.1).",
@@ -201,15 +197,15 @@ KERNEL = KernelSpec(
                           "rounding or a lossy intermediate")],
     shape_sets={
         "cpu": [
-            _s("a single element: the grid is one program with 1023 masked lanes", n=1),
-            _s("less than one default block, not a power of two", n=1000),
-            _s("one more than the default block: a second program with a one-element tail", n=1025),
+            shape_entry("a single element: the grid is one program with 1023 masked lanes", n=1),
+            shape_entry("less than one default block, not a power of two", n=1000),
+            shape_entry("one more than the default block: a second program with a one-element tail", n=1025),
         ],
         "gpu": [
-            _s("launch-bound: 4096 elements, a handful of programs on 132 SMs", n=4096),
-            _s("L2-resident: 2M elements, 24 MB of traffic at fp32 (H200 L2 is ~50 MB)", n=2**21),
-            _s("HBM-bound, the issue's target: 64M elements, 384 MB (fp16) to 768 MB (fp32) of traffic", n=2**26),
-            _s("odd size: 2^24 + 1, every BLOCK_SIZE leaves a one-element tail program", n=2**24 + 1),
+            shape_entry("launch-bound: 4096 elements, a handful of programs on 132 SMs", n=4096),
+            shape_entry("L2-resident: 2M elements, 24 MB of traffic at fp32 (H200 L2 is ~50 MB)", n=2**21),
+            shape_entry("HBM-bound, the issue's target: 64M elements, 384 MB (fp16) to 768 MB (fp32) of traffic", n=2**26),
+            shape_entry("odd size: 2^24 + 1, every BLOCK_SIZE leaves a one-element tail program", n=2**24 + 1),
         ],
     },
 )

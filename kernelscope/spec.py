@@ -188,6 +188,11 @@ class KernelSpec:
             raise KeyError(f"kernel {self.name!r} declares no tolerance for {dtype}") from None
 
 
+def shape_entry(reason: str, **params: int) -> Shape:
+    """``shape_entry("why this size", M=4096, N=1000)``: a shape-set entry, reason first so it reads as a list."""
+    return Shape(params, reason)
+
+
 def element_size(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
