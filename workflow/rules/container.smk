@@ -1,4 +1,4 @@
-# The pinned CUDA image, needed only under --use-singularity: built on the host from env/kernelscope.def
+# The pinned CUDA image, needed only when running with --use-singularity; built on the host from env/kernelscope.def
 # (the same environment as the Dockerfile), then hashed once for the environment record. Every rule that runs
 # `python -m kernelscope` takes the image as an input (container_image()), so it runs after a (re)build.
 localrules:

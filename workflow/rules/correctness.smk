@@ -7,6 +7,7 @@ rule correctness:
     output:
         "results/{device}/correctness/{kernel}/{dtype}/{shape}.json",
     params:
+        python=PYTHON,
         case=case_args,
     resources:
         gpu_share=1,
@@ -15,4 +16,4 @@ rule correctness:
     log:
         "logs/{device}/correctness/{kernel}/{dtype}/{shape}.log",
     shell:
-        "{PYTHON} -m kernelscope correctness --specs {input.specs} {params.case} --out {output} > {log} 2>&1"
+        "{params.python} -m kernelscope correctness --specs {input.specs} {params.case} --out {output} > {log} 2>&1"

@@ -7,6 +7,7 @@ rule environment:
     output:
         "results/{device}/environment.json",
     params:
+        python=PYTHON,
         extra=environment_extra,
     resources:
         gpu_share=1,
@@ -15,7 +16,7 @@ rule environment:
     log:
         "logs/{device}/environment.log",
     shell:
-        "{PYTHON} -m kernelscope environment --specs {input.specs} {params.extra} --out {output} > {log} 2>&1"
+        "{params.python} -m kernelscope environment --specs {input.specs} {params.extra} --out {output} > {log} 2>&1"
 
 
 # Measure this device's ceilings: copy bandwidth and library matmul peak per dtype.
@@ -29,7 +30,9 @@ rule calibrate:
         gpu_share=GPU_EXCLUSIVE,
     container:
         CONTAINER_IMAGE
+    params:
+        python=PYTHON,
     log:
         "logs/{device}/calibrate.log",
     shell:
-        "{PYTHON} -m kernelscope calibrate --specs {input.specs} --out {output} > {log} 2>&1"
+        "{params.python} -m kernelscope calibrate --specs {input.specs} --out {output} > {log} 2>&1"

@@ -9,6 +9,7 @@ rule ncu:
     output:
         "results/{device}/ncu/{kernel}/{dtype}/{shape}.json",
     params:
+        python=PYTHON,
         case=case_args,
     resources:
         gpu_share=GPU_EXCLUSIVE,
@@ -17,5 +18,5 @@ rule ncu:
     log:
         "logs/{device}/ncu/{kernel}/{dtype}/{shape}.log",
     shell:
-        "{PYTHON} -m kernelscope ncu --specs {input.specs} {params.case} --sweep {input.sweep} "
+        "{params.python} -m kernelscope ncu --specs {input.specs} {params.case} --sweep {input.sweep} "
         "--out {output} > {log} 2>&1"

@@ -8,6 +8,7 @@ rule profile:
     output:
         "results/{device}/profile/{kernel}/{dtype}/{shape}.json",
     params:
+        python=PYTHON,
         case=case_args,
     resources:
         gpu_share=1,
@@ -16,5 +17,5 @@ rule profile:
     log:
         "logs/{device}/profile/{kernel}/{dtype}/{shape}.log",
     shell:
-        "{PYTHON} -m kernelscope profile --specs {input.specs} {params.case} --sweep {input.sweep} "
+        "{params.python} -m kernelscope profile --specs {input.specs} {params.case} --sweep {input.sweep} "
         "--out {output} > {log} 2>&1"

@@ -14,8 +14,10 @@ rule report:
         html="reports/{device}/report.html",
     container:
         CONTAINER_IMAGE
+    params:
+        python=PYTHON,
     log:
         "logs/{device}/report.log",
     shell:
-        "{PYTHON} -m kernelscope report --results results/{wildcards.device} --out reports/{wildcards.device} "
+        "{params.python} -m kernelscope report --results results/{wildcards.device} --out reports/{wildcards.device} "
         "> {log} 2>&1"

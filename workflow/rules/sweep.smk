@@ -7,6 +7,7 @@ rule sweep:
     output:
         "results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
     params:
+        python=PYTHON,
         case=case_args,
     resources:
         gpu_share=GPU_EXCLUSIVE,
@@ -15,4 +16,4 @@ rule sweep:
     log:
         "logs/{device}/sweep/{kernel}/{dtype}/{shape}.log",
     shell:
-        "{PYTHON} -m kernelscope sweep --specs {input.specs} {params.case} --out {output} > {log} 2>&1"
+        "{params.python} -m kernelscope sweep --specs {input.specs} {params.case} --out {output} > {log} 2>&1"

@@ -9,6 +9,7 @@ rule timing:
     output:
         "results/{device}/timing/{kernel}/{dtype}/{shape}.json",
     params:
+        python=PYTHON,
         case=case_args,
     resources:
         gpu_share=GPU_EXCLUSIVE,
@@ -17,5 +18,5 @@ rule timing:
     log:
         "logs/{device}/timing/{kernel}/{dtype}/{shape}.log",
     shell:
-        "{PYTHON} -m kernelscope timing --specs {input.specs} {params.case} --correctness {input.correctness} "
+        "{params.python} -m kernelscope timing --specs {input.specs} {params.case} --correctness {input.correctness} "
         "--sweep {input.sweep} --out {output} > {log} 2>&1"
