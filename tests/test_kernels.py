@@ -38,3 +38,19 @@ def test_every_kernel_declares_a_negative_control_cpu_and_gpu_shapes():
         for shapes in spec.shape_sets.values():
             for shape in shapes:
                 assert shape.reason.strip(), f"{spec.name} {shape.id} has no reason"
+
+
+def test_no_default_config_is_pruned_on_any_declared_shape():
+    """The sweep must always time the config a user gets without tuning (the report ranks it)."""
+    from kernelscope import runtime
+
+    limits = runtime.device_limits()
+    for spec in registry.all_kernels().values():
+        for shapes in spec.shape_sets.values():
+            for shape in shapes:
+                for dtype in spec.tolerances:
+                    for impl in spec.triton_variants:
+                        if impl.prune is None or impl.unsupported_reason(shape, dtype):
+                            continue
+                        reason = impl.prune(impl.default_config(shape, dtype), shape, dtype, limits)
+                        assert reason is None, f"{spec.name} {impl.name} {shape.id} {dtype}: default pruned ({reason})"

@@ -38,12 +38,12 @@ def test_control_leaves_exactly_the_last_element_unwritten():
     assert "non-finite" in record["failure"]
 
 
-def test_prune_drops_blocks_wider_than_the_vector_but_keeps_the_smallest():
+def test_prune_drops_blocks_wider_than_the_vector_but_keeps_the_default():
     configs = TRITON.configs(Shape({"n": 4096}, "x"), torch.float16)
     kept = {c["BLOCK_SIZE"] for c in configs if TRITON.prune(c, Shape({"n": 4096}, "x"), torch.float16, {}) is None}
     assert kept == {256, 1024, 4096}
     one = Shape({"n": 1}, "x")
-    assert {c["BLOCK_SIZE"] for c in configs if TRITON.prune(c, one, torch.float16, {}) is None} == {256}
+    assert {c["BLOCK_SIZE"] for c in configs if TRITON.prune(c, one, torch.float16, {}) is None} == {256, 1024}
 
 
 def test_invariant_catches_a_lossy_intermediate():
