@@ -51,9 +51,10 @@ def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
     import torch
     import triton
 
-    from kernelscope import environment
+    from kernelscope import environment, registry
 
-    source = Path(__file__).resolve().parent.parent / "kernels" / f"{case['kernel']}.py"
+    registry.get(case["kernel"])  # imported, so its source file is known wherever the package is installed
+    source = sys.modules[f"kernels.{case['kernel']}"].__file__
     return {"device": specs["device"], "kernel": case["kernel"], "shape": case["shape"], "params": case["params"],
             "reason": case["reason"], "dtype": case["dtype"], "interpreter": specs["interpreter"],
             "torch": torch.__version__, "triton": triton.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
