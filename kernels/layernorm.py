@@ -24,6 +24,7 @@ import triton
 import triton.language as tl
 
 from kernelscope.baselines import compiled
+from kernelscope.heuristics import idle_warps, whole_row_unsupported
 from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn,
                               Shape, shape_entry, Tolerance)
 
@@ -152,19 +153,14 @@ def _row_default(shape: Shape, dtype: torch.dtype) -> dict:
 
 
 def _row_supports(shape: Shape, dtype: torch.dtype) -> str | None:
-    block = triton.next_power_of_2(shape["N"])
-    if block > MAX_ROW_BLOCK:
-        return f"one program per row holds the whole row in registers; N={shape['N']} needs a {block}-wide block"
-    return None
+    return whole_row_unsupported(shape["N"], MAX_ROW_BLOCK)
 
 
 def _row_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    if reason := idle_warps(shape["N"], config["num_warps"]):
+        return reason
     block = triton.next_power_of_2(shape["N"])
     threads = 32 * int(config["num_warps"])
-    # With fewer elements than threads, the extra warps only idle; the default's 4 warps stay allowed on
-    # any row, so the sweep always times the config a user gets without tuning.
-    if threads > max(block, 128):
-        return f"{threads} threads for a {block}-wide row: warps with no element"
     # x, x - mean, weight and bias are live together: past 128 fp32 values of x per thread that is
     # over the 255-register limit, so the config spills (and takes minutes to compile).
     if block // threads > ROW_MAX_PER_THREAD:

@@ -45,6 +45,7 @@ import triton.language as tl
 
 from kernelscope.baselines import compiled
 from kernelscope.runtime import device_limits
+from kernelscope.heuristics import idle_warps, whole_row_unsupported
 from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn,
                               Shape, shape_entry, Tolerance)
 
@@ -103,20 +104,11 @@ def _row_default(shape: Shape, dtype: torch.dtype) -> dict:
 
 
 def _row_supports(shape: Shape, dtype: torch.dtype) -> str | None:
-    block = triton.next_power_of_2(shape["N"])
-    if block > MAX_ROW_BLOCK:
-        return f"one program per row holds the whole row in registers; N={shape['N']} needs a {block}-wide block"
-    return None
+    return whole_row_unsupported(shape["N"], MAX_ROW_BLOCK)
 
 
 def _row_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
-    # With fewer elements than threads, the extra warps only idle. The seed heuristic's 4 warps stay
-    # allowed on any row (it is the default config, and the sweep must time it).
-    block = triton.next_power_of_2(shape["N"])
-    threads = 32 * int(config["num_warps"])
-    if threads > max(block, 128):
-        return f"{threads} threads for a {block}-wide row: warps with no element"
-    return None
+    return idle_warps(shape["N"], config["num_warps"])
 
 
 # --- triton_persistent ---------------------------------------------------------------------------
