@@ -27,17 +27,6 @@ def _run(cmd: list[str], cwd: str | None = None) -> str | None:
         return None
 
 
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 24) -> str | None:
-    p = Path(path)
-    if not p.is_file():
-        return None
-    h = hashlib.sha256()
-    with p.open("rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

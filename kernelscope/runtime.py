@@ -45,6 +45,7 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
+@cache
 def detect_device_key() -> str:
     """The key that separates one machine's results from another's, without initialising CUDA.
 
