@@ -232,11 +232,14 @@ def _prepare_flash(inputs: Inputs, out: torch.Tensor, config, *, log2e: float = 
 
 # Config space: 7 tile/warp pairings x stages {2, 3}, plus a 4-stage pipeline for the two mid-size tiles
 # = 16. Hopper runs one warpgroup MMA per 64 rows, so 8 warps only pay off with 128-row tiles; 64-row
-# tiles keep 4 warps. The smem/register prune below drops what cannot fit a given head dim.
-_TILES = [(64, 32, 4), (64, 64, 4), (64, 128, 4), (128, 32, 4), (128, 64, 4), (128, 64, 8), (128, 128, 8)]
-_CONFIGS = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s} for m, n, w in _TILES for s in (2, 3)] + [
-    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4},
+# tiles keep 4 warps. The smem/register prune below drops what cannot fit a given head dim. Listed
+# most promising first on sm_90 (128-row tiles, 8 warps, deeper pipelines), because a time-boxed
+# session's ``max_configs`` keeps only a prefix of the list.
+_TILES = [(128, 128, 8), (128, 64, 8), (128, 64, 4), (64, 64, 4), (64, 128, 4), (128, 32, 4), (64, 32, 4)]
+_CONFIGS = [
     {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 4},
+    *({"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s} for m, n, w in _TILES for s in (3, 2)),
+    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4},
 ]
 
 

@@ -19,12 +19,16 @@ Variants:
   fills the GPU with enough work per program (long rows, or few rows: then ``grid = n_rows`` and both
   kernels launch the same programs), and it can lose to the tail: when ``n_rows`` is not a multiple of
   the grid, the last round of rows runs on part of the SMs while the rest idle.
-* ``triton_online`` — rows of any width (the row kernels stop at ``MAX_ROW_BLOCK``): one program per row
-  loops over ``BLOCK_N``-wide column blocks keeping a running max ``m`` and a running sum ``s`` that is
+* ``triton_online`` — rows of any width (the row kernels stop at ``MAX_ROW_BLOCK``): a program loops
+  over ``BLOCK_N``-wide column blocks keeping a running max ``m`` and a running sum ``s`` that is
   rescaled by ``exp(m_old - m_new)`` whenever the max grows (the online normaliser of Milakov &
   Gimelshein, as in FlashAttention), then a second pass writes ``exp(x - m) / s``. It reads ``x`` twice
-  (3 MN elements of traffic against the minimal 2 MN; the second read of a row may come from L2), in
-  exchange for holding only one block per program in registers. Two details keep it equal to torch:
+  (3 MN elements of traffic against the minimal 2 MN) unless the second read comes from L2, which two
+  choices arrange: the second pass walks the row backwards, so it starts with the blocks the first
+  pass read last (the likeliest still in L2), and ``programs_per_sm > 0`` makes the grid persistent
+  (``num_sms * programs_per_sm`` programs looping over rows), which bounds the rows in flight, and so
+  the bytes that must stay in L2 between the passes, to ``grid * row bytes`` (``programs_per_sm = 0``:
+  one program per row, every row in flight at once). Two details keep it equal to torch:
   while the running max is still -inf the exponents are shifted by 0 (not by -inf, which would turn
   the -inf columns into NaN), and the running sum is Kahan-compensated (hundreds of sequential fp32
   block additions otherwise break the row-sum invariant, measured on N=262144 rows with 1024-wide
@@ -45,7 +49,7 @@ import triton.language as tl
 
 from kernelscope.baselines import compiled
 from kernelscope.runtime import device_limits
-from kernelscope.heuristics import idle_warps, whole_row_unsupported
+from kernelscope.heuristics import idle_warps, row_spills, whole_row_unsupported
 from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn,
                               Shape, shape_entry, Tolerance)
 
@@ -108,7 +112,7 @@ def _row_supports(shape: Shape, dtype: torch.dtype) -> str | None:
 
 
 def _row_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
-    return idle_warps(shape["N"], config["num_warps"])
+    return idle_warps(shape["N"], config["num_warps"]) or row_spills(shape["N"], config["num_warps"])
 
 
 # --- triton_persistent ---------------------------------------------------------------------------
@@ -235,21 +239,8 @@ MAX_DEFAULT_BLOCK_N = 4096
 
 
 @triton.jit
-def _online_softmax_kernel(
-    out_ptr, in_ptr,
-    n_cols,
-    in_row_stride, out_row_stride,
-    BLOCK_N: tl.constexpr,
-    RESCALE_SUM: tl.constexpr,
-):
-    """One program computes one row of any width, ``BLOCK_N`` columns at a time.
-
-    ``in_ptr``/``out_ptr``: [n_rows, n_cols], unit column stride. ``RESCALE_SUM`` is False only in the
-    negative control ``online_no_rescale``.
-    """
-    row = tl.program_id(0).to(tl.int64)
-    in_row = in_ptr + row * in_row_stride
-    out_row = out_ptr + row * out_row_stride
+def _online_softmax_row(out_row, in_row, n_cols, BLOCK_N: tl.constexpr, RESCALE_SUM: tl.constexpr):
+    """Softmax of the ``n_cols`` contiguous elements at ``in_row``, ``BLOCK_N`` at a time, into ``out_row``."""
     cols = tl.arange(0, BLOCK_N)
     # Pass 1: m = max of the columns seen so far, s = sum of exp(x - m) over them. Adding one block sum
     # after another loses up to half an ulp of s per block, which over a few hundred blocks passes the
@@ -275,15 +266,38 @@ def _online_softmax_kernel(
         c = (total - s) - compensated
         s = total
         m = m_new
-    # Pass 2: a fully -inf row keeps m = -inf, so x - m is NaN everywhere, as in torch. One reciprocal
-    # a row instead of a division an element (one more fp32 rounding, far below the tolerances).
+    # Pass 2, last block first (the first pass read it last, so it is the likeliest still in L2). A
+    # fully -inf row keeps m = -inf, so x - m is NaN everywhere, as in torch. One reciprocal a row
+    # instead of a division an element (one more fp32 rounding, far below the tolerances).
     inv_s = 1.0 / s
-    for start in range(0, n_cols, BLOCK_N):
-        offsets = start + cols
+    n_blocks = tl.cdiv(n_cols, BLOCK_N)
+    for i in range(0, n_blocks):
+        offsets = (n_blocks - 1 - i) * BLOCK_N + cols
         mask = offsets < n_cols
         x = tl.load(in_row + offsets, mask=mask, other=-float("inf")).to(tl.float32)
         y = tl.exp(x - m) * inv_s
-        tl.store(out_row + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
+        tl.store(out_row + offsets, y.to(out_row.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _online_softmax_kernel(
+    out_ptr, in_ptr,
+    n_rows, n_cols,
+    in_row_stride, out_row_stride,
+    BLOCK_N: tl.constexpr,
+    RESCALE_SUM: tl.constexpr,
+):
+    """Program ``pid`` of a grid of ``G`` computes rows ``pid, pid + G, ...`` of any width (``G = n_rows``:
+    one row each).
+
+    ``in_ptr``/``out_ptr``: [n_rows, n_cols], unit column stride. ``RESCALE_SUM`` is False only in the
+    negative control ``online_no_rescale``.
+    """
+    in_row_stride = tl.cast(in_row_stride, tl.int64)
+    out_row_stride = tl.cast(out_row_stride, tl.int64)
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        _online_softmax_row(out_ptr + row * out_row_stride, in_ptr + row * in_row_stride, n_cols, BLOCK_N,
+                            RESCALE_SUM)
 
 
 def _launch_online(inputs: Inputs, out: torch.Tensor, config, rescale_sum: bool) -> callable:
@@ -291,10 +305,12 @@ def _launch_online(inputs: Inputs, out: torch.Tensor, config, rescale_sum: bool)
     _check_rows(x, out)
     n_rows, n_cols = x.shape
     block_n, num_warps = int(config["BLOCK_N"]), int(config["num_warps"])
+    programs_per_sm = int(config.get("programs_per_sm", 0))
+    grid = (persistent_grid(n_rows, programs_per_sm) if programs_per_sm > 0 else n_rows,)
 
     def run() -> torch.Tensor:
-        _online_softmax_kernel[(n_rows,)](out, x, n_cols, x.stride(0), out.stride(0), BLOCK_N=block_n,
-                                          RESCALE_SUM=rescale_sum, num_warps=num_warps)
+        _online_softmax_kernel[grid](out, x, n_rows, n_cols, x.stride(0), out.stride(0), BLOCK_N=block_n,
+                                     RESCALE_SUM=rescale_sum, num_warps=num_warps)
         return out
 
     return run
@@ -304,17 +320,32 @@ def _prepare_online(inputs: Inputs, out: torch.Tensor, config) -> callable:
     return _launch_online(inputs, out, config, rescale_sum=True)
 
 
+# Rows at least this wide get a persistent default grid: one program per row would put every row in
+# flight at once (1024 rows of 64K fp16 = 128 MB, twice the H200's L2), so the second pass would
+# re-read from HBM; two programs per SM keep 2 * 132 rows = 34 MB in flight.
+WIDE_ROW = 32768
+
+
 def _online_default(shape: Shape, dtype: torch.dtype) -> dict:
     # A quarter of the padded row, capped at MAX_DEFAULT_BLOCK_N: rows too wide for triton_row (what
     # this kernel is for) get 4096-wide blocks, narrow rows still loop over ~4 blocks (so the default
     # is an online softmax on every shape, and the CPU shapes test the rescale and the tail block).
     # 16 values a thread (8 for blocks under 512), at most 8 warps.
     block_n = max(1, min(MAX_DEFAULT_BLOCK_N, triton.next_power_of_2(shape["N"]) // 4))
-    return {"BLOCK_N": block_n, "num_warps": min(8, max(1, block_n // 512))}
+    return {"BLOCK_N": block_n, "num_warps": min(8, max(1, block_n // 512)),
+            "programs_per_sm": 2 if shape["N"] >= WIDE_ROW else 0}
 
 
 def _online_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
-    space = [{"BLOCK_N": b, "num_warps": w} for b in (1024, 4096, 16384) for w in (4, 8)]
+    # Listed most promising first (a session's max_configs keeps a prefix): wide rows try wide blocks on
+    # persistent grids of 1-4 programs an SM, then one program per row; narrow rows the reverse.
+    if shape["N"] >= WIDE_ROW:
+        space = [{"BLOCK_N": 16384, "num_warps": 8, "programs_per_sm": p} for p in (1, 2, 4, 0)]
+        space += [{"BLOCK_N": 4096, "num_warps": 8, "programs_per_sm": p} for p in (2, 4, 0)]
+    else:
+        space = [{"BLOCK_N": b, "num_warps": 8, "programs_per_sm": 0} for b in (16384, 4096)]
+        space += [{"BLOCK_N": 4096, "num_warps": 8, "programs_per_sm": 2}]
+        space += [{"BLOCK_N": b, "num_warps": 4, "programs_per_sm": 0} for b in (1024, 4096)]
     default = _online_default(shape, dtype)
     return space if default in space else [default, *space]
 
@@ -325,6 +356,10 @@ def _online_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | Non
         return f"BLOCK_N={block_n} is wider than the padded row ({triton.next_power_of_2(shape['N'])})"
     if block_n // threads > 64:
         return f"{block_n // threads} fp32 values a thread for x and exp(x): registers spill"
+    programs_per_sm = int(config.get("programs_per_sm", 0))
+    if programs_per_sm and persistent_grid(shape["M"], programs_per_sm) == shape["M"] and programs_per_sm > 1:
+        return (f"programs_per_sm={programs_per_sm} gives a grid of all {shape['M']} rows: the same launch as a "
+                f"smaller programs_per_sm or one program per row")
     return None
 
 

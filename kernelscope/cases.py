@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -128,11 +128,24 @@ def specs(config: Mapping[str, Any], key: str) -> dict[str, Any]:
         "sweep": {"timing": dict(sweep.get("timing_interpreter" if interpreter else "timing", {})),
                   "max_configs": sweep.get("max_configs_interpreter" if interpreter else "max_configs")},
         "profile": dict(config.get("profile", {})),
-        "ncu": bool(config.get("ncu", False)),
+        "ncu": ncu_selection(config.get("ncu", False), cases),
         "calibration": dict(config.get("calibration", {})),
         "external_references": list(config.get("external_references", [])),
         "cases": cases,
     }
+
+
+def ncu_selection(value: bool | Sequence[str], cases: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The cases (``kernel/dtype/shape``) the optional Nsight Compute stage profiles: all of them for
+    ``true``, none for ``false``, else those named (a bare kernel name selects all its cases)."""
+    ids = [f"{c['kernel']}/{c['dtype']}/{c['shape']}" for c in cases]
+    if isinstance(value, bool):
+        return ids if value else []
+    unknown = [v for v in value if v not in ids and v not in {c["kernel"] for c in cases}]
+    if unknown:
+        raise ConfigError(f"ncu names {unknown}, which are not cases of this plan (kernel/dtype/shape or a kernel "
+                          f"name); planned cases include {ids[:4]}")
+    return [i for i in ids if i in value or i.split("/")[0] in value]
 
 
 def write_specs(config: Mapping[str, Any], key: str, path: str | Path) -> None:

@@ -20,6 +20,23 @@ from pathlib import Path
 from typing import Any
 
 
+_MAIN_STARTED = time.perf_counter()
+
+
+def _process_age_s() -> float | None:
+    """Seconds since this process was created (Linux /proc), i.e. interpreter start-up and imports when
+    called first thing in ``main``."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_STARTUP_S = _process_age_s()
+
+
 def _cold_caches() -> dict[str, str]:
     """Fresh Triton and Inductor cache directories for this process, so first-call times are cold
     compiles rather than cache hits from an earlier job."""
@@ -58,7 +75,9 @@ def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
     return {"device": specs["device"], "kernel": case["kernel"], "shape": case["shape"], "params": case["params"],
             "reason": case["reason"], "dtype": case["dtype"], "interpreter": specs["interpreter"],
             "torch": torch.__version__, "triton": triton.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "kernel_module_sha256": container.sha256_file(source)}
+            "kernel_module_sha256": container.sha256_file(source),
+            # where the job's wall time went: interpreter start-up and imports before the CLI ran, then the stage
+            "job_s": {"startup": _STARTUP_S, "stage": time.perf_counter() - _MAIN_STARTED}}
 
 
 def _resolve(args) -> tuple[dict, Any, Any, Any, dict]:

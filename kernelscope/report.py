@@ -29,7 +29,8 @@ def collect(results: Path) -> dict[str, Any]:
     if specs is None:
         raise FileNotFoundError(f"{results}/specs.json is missing: run the workflow first")
     data = {"specs": specs, "environment": _load(results / "environment.json") or {},
-            "calibration": _load(results / "calibration.json") or {}, "cases": []}
+            "calibration": _load(results / "calibration.json") or {}, "cases": [],
+            "job_costs": _job_costs(results / "benchmarks")}
     for case in specs["cases"]:
         rel = Path(case["kernel"]) / case["dtype"] / case["shape"]
         data["cases"].append({
@@ -41,6 +42,31 @@ def collect(results: Path) -> dict[str, Any]:
             "sweeps": (_load(results / "sweep" / rel.with_suffix(".json")) or {}).get("variants", []),
         })
     return data
+
+
+def _job_costs(root: Path) -> pd.DataFrame:
+    """Wall time of every per-case job, from the files Snakemake's ``benchmark:`` directive writes
+    (``results/<device>/benchmarks/<stage>/<kernel>/<dtype>/<shape>.tsv``)."""
+    rows = []
+    for path in sorted(root.glob("*/*/*/*.tsv")):
+        stage, kernel, dtype = path.parts[-4:-1]
+        bench = pd.read_csv(path, sep="\t")
+        if "s" in bench and len(bench):
+            rows.append({"stage": stage, "kernel": kernel, "dtype": dtype, "shape": path.stem,
+                         "wall_s": float(bench["s"].iloc[0])})
+    return pd.DataFrame(rows, columns=["stage", "kernel", "dtype", "shape", "wall_s"])
+
+
+def _job_cost_section(data: dict[str, Any]) -> dict[str, Any] | None:
+    jobs = data["job_costs"]
+    if jobs.empty:
+        return None
+    by_stage = jobs.groupby("stage")["wall_s"].agg(jobs="count", total_s="sum", median_s="median", max_s="max")
+    return {"title": "Run cost", "blocks": [
+        _text("Wall time of each per-case job (Snakemake `benchmark:` files under results/<device>/benchmarks/), "
+              "including process start-up and compilation. Sweep, timing and ncu jobs hold the GPU alone; the "
+              "others share it. Jobs carried over from an earlier invocation keep their own times."),
+        _table(by_stage.reset_index(), ["stage", "jobs", "total_s", "median_s", "max_s"], digits=1)]}
 
 
 def _ceilings(calibration: dict[str, Any], dtype: str) -> tuple[float | None, float | None]:
@@ -213,7 +239,7 @@ def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, li
                       f"tables/samples.csv.")
     counters = [c for c in data["cases"] if (c.get("ncu") or {}).get("ran")]
     if len(counters) < len(data["cases"]):
-        reasons = sorted({(c.get("ncu") or {}).get("reason", "stage not enabled (config ncu: true)")
+        reasons = sorted({(c.get("ncu") or {}).get("reason", _ncu_absent(data["specs"]))
                           for c in data["cases"] if not (c.get("ncu") or {}).get("ran")})
         no.append(f"Hardware-counter explanations (DRAM throughput, occupancy, registers, spills) for "
                   f"{len(data['cases']) - len(counters)} of {len(data['cases'])} cases: Nsight Compute did not run "
@@ -394,10 +420,19 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
     return blocks
 
 
+def _ncu_absent(specs: dict[str, Any]) -> str:
+    """Why a case has no Nsight Compute result when the stage did not write one."""
+    selected = specs.get("ncu")
+    if isinstance(selected, list) and selected:
+        return f"not selected: the config's ncu list names {len(selected)} case(s)"
+    return "stage not enabled (config ncu: true)"
+
+
 def _ncu_block(case: dict[str, Any]) -> dict[str, Any]:
     doc = case.get("ncu")
     if doc is None:
-        return _text("Nsight Compute: stage not run for this case (enable with the config key `ncu: true`).")
+        return _text("Nsight Compute: stage not run for this case (enable with the config key `ncu: true`, or list "
+                     "the case under `ncu`).")
     if not doc.get("ran"):
         return _text(f"Nsight Compute: did not run — {doc.get('reason')}.")
     df = pd.DataFrame(doc["kernels"])
@@ -481,9 +516,9 @@ def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], has_plot: bool)
         for case in [c for c in data["cases"] if c["kernel"] == name]:
             sections.append({"title": f"{name} · {case['shape']} · {case['dtype']}", "level": 3,
                              "blocks": _case_blocks(case, tbl)})
-    ref = _references_section(data)
-    if ref:
-        sections.append(ref)
+    for extra in (_references_section(data), _job_cost_section(data)):
+        if extra:
+            sections.append(extra)
     sections.append({"title": "Data", "blocks": [_bullets([
         "tables/timing.csv — one row per implementation and case (medians, spread, CI, throughput, % of ceilings)",
         "tables/samples.csv — every timed sample with its SM clock and flag",

@@ -63,6 +63,8 @@ def test_non_power_of_two_width(name, dtype):
     ("triton_persistent", {"programs_per_sm": 2, "num_stages": 2, "num_warps": 4}, 257),
     ("triton_online", {"BLOCK_N": 64, "num_warps": 2}, 65),                              # block + 1-wide tail
     ("triton_online", {"BLOCK_N": 64, "num_warps": 2}, 129),                             # 2 blocks + 1
+    # persistent grid: the interpreter has 4 SMs, so 4 programs loop over the 6 rows (two do a second row)
+    ("triton_online", {"BLOCK_N": 64, "num_warps": 2, "programs_per_sm": 1}, 129),
 ])
 def test_one_more_than_a_block(name, config, n_cols):
     assert_pass(gate(name, shape(M=6, N=n_cols), torch.float32, config))
@@ -205,3 +207,24 @@ def test_config_spaces_fit_the_h200_and_contain_no_pruned_default():
     wide = shape(M=1024, N=65536)
     assert softmax._persistent_prune({"programs_per_sm": 1, "num_stages": 2, "num_warps": 8}, wide, torch.float32,
                                      H200)
+
+
+def test_online_persistent_grid_loops_over_strided_rows():
+    # 33 rows on a 4-program grid (interpreter: 4 SMs x 1): every program handles 8 or 9 rows, each
+    # in 3 blocks with a tail, the second pass walking them backwards.
+    shp = shape(M=33, N=150, stride=160)
+    assert_pass(gate("triton_online", shp, torch.float16, {"BLOCK_N": 64, "num_warps": 2, "programs_per_sm": 1}))
+
+
+def test_online_default_is_persistent_only_for_wide_rows():
+    assert softmax._online_default(shape(M=1024, N=65536), torch.float16)["programs_per_sm"] == 2
+    assert softmax._online_default(shape(M=4096, N=1000), torch.float16)["programs_per_sm"] == 0
+
+
+def test_row_kernel_prunes_warp_counts_that_spill_on_wide_rows():
+    wide = shape(M=1024, N=65536)
+    row = SPEC.implementation("triton_row")
+    assert "registers spill" in row.prune({"num_warps": 1}, wide, torch.float16, H200)
+    assert row.prune({"num_warps": 16}, wide, torch.float16, H200) is None
+    assert row.prune(row.default_config(wide, torch.float16), wide, torch.float16, H200) is None
+    assert row.prune({"num_warps": 1}, shape(M=4, N=1000), torch.float16, H200) is None

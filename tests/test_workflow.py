@@ -29,6 +29,13 @@ def test_dry_run_lists_every_stage_for_every_configured_case(tmp_path):
     assert "ncu" not in counts  # optional stage, off by default
     with_ncu = job_counts(snakemake(work, "--dry-run", "--config", "ncu=True").stdout)
     assert with_ncu["ncu"] == len(planned)
+    first = planned[0]
+    seed = f"{first.kernel}/{first.dtype}/{first.shape}"
+    some = job_counts(snakemake(work, "--dry-run", "--config", f"ncu=[{seed}, vector_add]").stdout)
+    assert some["ncu"] == 1 + sum(c.kernel == "vector_add" for c in planned)
+    assert first.kernel != "vector_add"
+    bad = snakemake(work, "--dry-run", "--config", "ncu=[softmax/float16/M1_N1]")
+    assert bad.returncode != 0 and "ncu names ['softmax/float16/M1_N1']" in bad.stdout + bad.stderr
 
 
 @pytest.mark.workflow

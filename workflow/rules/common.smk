@@ -1,6 +1,7 @@
 # Shared definitions: the device key, the case plan, and input functions for the per-case rules.
 # All logic lives in the kernelscope package; this file only adapts it to Snakemake.
 
+import dataclasses
 import sys
 
 sys.path.insert(0, workflow.basedir)
@@ -11,6 +12,8 @@ from kernelscope import container as ks_container
 DEVICE = ks_cases.device_key(config)
 CASES = ks_cases.plan(config, DEVICE)
 SPECS = f"results/{DEVICE}/specs.json"
+# Cases the optional Nsight Compute stage profiles (config ncu: true, or a list of cases / kernels).
+NCU_CASES = ks_cases.ncu_selection(config["ncu"], [dataclasses.asdict(c) for c in CASES])
 
 # Timing-sensitive jobs (sweep, timing, calibrate) take every GPU share, so nothing else runs on the GPU
 # while they measure; correctness, profile and environment jobs take one share and may run side by side.
@@ -55,6 +58,10 @@ def kernel_module(wildcards):
 
 def case_results(stage):
     return [f"results/{DEVICE}/{stage}/{c.kernel}/{c.dtype}/{c.shape}.json" for c in CASES]
+
+
+def ncu_results():
+    return [f"results/{DEVICE}/ncu/{case}.json" for case in NCU_CASES]
 
 
 def case_args(wildcards):

@@ -17,6 +17,8 @@ rule ncu:
         CONTAINER_IMAGE
     log:
         "logs/{device}/ncu/{kernel}/{dtype}/{shape}.log",
+    benchmark:
+        "results/{device}/benchmarks/ncu/{kernel}/{dtype}/{shape}.tsv"
     shell:
         "{params.python} -m kernelscope ncu --specs {input.specs} {params.case} --sweep {input.sweep} "
         "--out {output} > {log} 2>&1"

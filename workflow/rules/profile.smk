@@ -16,6 +16,8 @@ rule profile:
         CONTAINER_IMAGE
     log:
         "logs/{device}/profile/{kernel}/{dtype}/{shape}.log",
+    benchmark:
+        "results/{device}/benchmarks/profile/{kernel}/{dtype}/{shape}.tsv"
     shell:
         "{params.python} -m kernelscope profile --specs {input.specs} {params.case} --sweep {input.sweep} "
         "--out {output} > {log} 2>&1"

@@ -7,7 +7,7 @@ rule report:
         correctness=case_results("correctness"),
         timing=case_results("timing"),
         profile=case_results("profile"),
-        ncu=case_results("ncu") if config["ncu"] else [],
+        ncu=ncu_results(),
         image=container_image(),
     output:
         md="reports/{device}/report.md",

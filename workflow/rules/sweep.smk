@@ -15,5 +15,7 @@ rule sweep:
         CONTAINER_IMAGE
     log:
         "logs/{device}/sweep/{kernel}/{dtype}/{shape}.log",
+    benchmark:
+        "results/{device}/benchmarks/sweep/{kernel}/{dtype}/{shape}.tsv"
     shell:
         "{params.python} -m kernelscope sweep --specs {input.specs} {params.case} --out {output} > {log} 2>&1"

@@ -17,6 +17,8 @@ rule timing:
         CONTAINER_IMAGE
     log:
         "logs/{device}/timing/{kernel}/{dtype}/{shape}.log",
+    benchmark:
+        "results/{device}/benchmarks/timing/{kernel}/{dtype}/{shape}.tsv"
     shell:
         "{params.python} -m kernelscope timing --specs {input.specs} {params.case} --correctness {input.correctness} "
         "--sweep {input.sweep} --out {output} > {log} 2>&1"
