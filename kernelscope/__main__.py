@@ -1,3 +1,4 @@
-from kernelscope.cli import main
+from kernelscope.cli import exit_now, main
 
-main()
+main()  # errors exit through sys.exit with their message
+exit_now()

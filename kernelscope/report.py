@@ -316,8 +316,14 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
     modes = _enqueue_modes(data)
     enqueue = []
     if any(m.startswith("batched") for m in modes):
+        recs = [rec for case in data["cases"] if case["timing"] for rec in case["timing"]["implementations"]
+                if str(rec.get("enqueue", "")).startswith("batched")]
+        batches = sum(int(r.get("batches") or 0) for r in recs)
+        starved = sum(int(r.get("starved_batches") or 0) for r in recs)
         enqueue.append(f"Samples enqueued {t.get('batch', 10)} at a time behind a GPU sleep and read after one "
-                       "synchronisation, so the events bracket the kernel and not the host's launch latency.")
+                       "synchronisation, so the events bracket the kernel and not the host's launch latency"
+                       + (f"; in {starved} of {batches} batches the host's enqueue outlasted the sleep (their records "
+                          "are treated as possibly launch-bound)." if batches else "."))
     if "per-sample-sync" in modes:
         enqueue.append("Some or all timings here were taken with a synchronisation after every sample (the method "
                        "before batched enqueue): for kernels shorter than their launch latency the event median then "
@@ -345,8 +351,13 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
         f"median difference above max(A/A floor, {claims.MIN_EFFECT:.0%}).",
         "Clocks: NVML SM/memory clock, temperature, power and throttle reasons read after every sample; samples "
         "taken while throttled or below 95 % of the steady clock are flagged and disclosed, not dropped.",
-        "Launch-bound cases (median under "
-        f"{t.get('graph_below_us', 50)} µs) also get CUDA-graph replay timing and host wall time per call.",
+        f"Short cases (median under {t.get('graph_below_us', 50)} µs) also get CUDA-graph replay timing (calls "
+        "replayed back to back with L2 warm: device time per call without flush or launch gaps, so it is lower "
+        "than the cold-L2 event median by the cost of fetching the inputs from HBM) and host wall time per call "
+        "(how fast eager Python issues calls; where it exceeds the event median, eager use of the kernel is "
+        "limited by the host, not the GPU).",
+        "Compile cost: torch.compile compiles in-process (TORCHINDUCTOR_COMPILE_THREADS=1 unless set), so its "
+        "first call includes Inductor's whole compile; Triton's first call includes its JIT and launcher build.",
         "Profile: torch.profiler lists every CUDA kernel each implementation launches (after warm-up), kept apart "
         "from timing.",
     ]
@@ -424,7 +435,7 @@ def _ncu_absent(specs: dict[str, Any]) -> str:
     """Why a case has no Nsight Compute result when the stage did not write one."""
     selected = specs.get("ncu")
     if isinstance(selected, list) and selected:
-        return f"not selected: the config's ncu list names {len(selected)} case(s)"
+        return "not selected for the optional Nsight Compute stage (config key ncu lists the cases it profiles)"
     return "stage not enabled (config ncu: true)"
 
 

@@ -92,25 +92,32 @@ def _gpu_sleep(us: float) -> bool:
     return True
 
 
-def _sample_batch(fn: Callable[[], Any], flush: _L2Flusher, settings: TimingSettings) -> list[float]:
+def _sample_batch(fn: Callable[[], Any], flush: _L2Flusher, settings: TimingSettings) -> tuple[list[float], bool]:
     """Samples in microseconds. On CUDA a batch of samples is enqueued behind a GPU sleep and read after
     one synchronisation: each event pair then brackets the kernel alone, not the host's launch latency
     (synchronising after every sample lets the queue drain, so a kernel shorter than its launch overhead
-    would be timed as launch overhead). The L2 flush of each sample runs before its start event."""
+    would be timed as launch overhead). The L2 flush of each sample runs before its start event.
+
+    The second value is True when the host took longer to enqueue the batch than the GPU sleep lasted
+    (or there was no sleep): the GPU may then have waited for a launch inside the events, so those
+    samples can include launch gaps."""
     if runtime.select_backend() == "cuda":
         k = max(1, settings.batch)
         pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(k)]
-        _gpu_sleep(settings.head_start_us_per_sample * k)
+        head_start_us = settings.head_start_us_per_sample * k
+        slept = _gpu_sleep(head_start_us)
+        t0 = time.perf_counter()
         for start, end in pairs:
             flush()
             start.record()
             fn()
             end.record()
+        starved = not slept or (time.perf_counter() - t0) * 1e6 > head_start_us
         pairs[-1][1].synchronize()
-        return [start.elapsed_time(end) * 1e3 for start, end in pairs]
+        return [start.elapsed_time(end) * 1e3 for start, end in pairs], starved
     t0 = time.perf_counter()
     fn()
-    return [(time.perf_counter() - t0) * 1e6]
+    return [(time.perf_counter() - t0) * 1e6], False
 
 
 def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.ClockMonitor | None = None,
@@ -130,8 +137,11 @@ def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.Clo
     samples: list[float] = []
     clock_samples: list[dict[str, Any]] = []
     t_begin = time.perf_counter()
+    batches = starved_batches = 0
     while True:
-        batch = _sample_batch(fn, flush, settings)
+        batch, starved = _sample_batch(fn, flush, settings)
+        batches += 1
+        starved_batches += int(starved)
         samples.extend(batch)
         if monitor is not None:
             clock_samples.extend([monitor.read()] * len(batch))  # read once per batch, after it ran
@@ -151,6 +161,9 @@ def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.Clo
     result["target_rel_ci"] = settings.target_rel_ci
     result["target_reached"] = bool(target_reached)
     result["wall_s"] = time.perf_counter() - t_begin
+    if on_gpu:
+        # batches whose enqueue outlasted the GPU's head start: their samples may include launch gaps
+        result["batches"], result["starved_batches"] = batches, starved_batches
     if monitor is not None:
         result["clocks"] = clocks.flag_samples(clock_samples, monitor.steady_sm_mhz)
     return result

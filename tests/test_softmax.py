@@ -65,6 +65,7 @@ def test_non_power_of_two_width(name, dtype):
     ("triton_online", {"BLOCK_N": 64, "num_warps": 2}, 129),                             # 2 blocks + 1
     # persistent grid: the interpreter has 4 SMs, so 4 programs loop over the 6 rows (two do a second row)
     ("triton_online", {"BLOCK_N": 64, "num_warps": 2, "programs_per_sm": 1}, 129),
+    ("triton_online", {"BLOCK_N": 64, "num_warps": 2, "programs_per_sm": 2, "l2_hints": 1}, 129),
 ])
 def test_one_more_than_a_block(name, config, n_cols):
     assert_pass(gate(name, shape(M=6, N=n_cols), torch.float32, config))

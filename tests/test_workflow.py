@@ -131,3 +131,12 @@ def test_a_job_refuses_to_write_under_another_machines_key(tmp_path):
     with pytest.raises(SystemExit, match="planned for device 'nvidia-h200' but runs on 'cpu-interpreter'.*--nv"):
         cli.main(["environment", "--specs", str(path), "--out", str(tmp_path / "env.json")])
     assert not (tmp_path / "env.json").exists()
+
+
+def test_selecting_ncu_cases_leaves_the_config_hash_alone():
+    # Profiling more cases must not invalidate (and re-run) every measurement of the plan.
+    import yaml
+
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    assert cases.config_hash({**config, "ncu": ["softmax"]}) == cases.config_hash(config)
+    assert cases.config_hash({**config, "seeds": [0]}) != cases.config_hash(config)

@@ -18,7 +18,7 @@ NCU_CASES = ks_cases.ncu_selection(config["ncu"], [dataclasses.asdict(c) for c i
 # Timing-sensitive jobs (sweep, timing, calibrate) take every GPU share, so nothing else runs on the GPU
 # while they measure; correctness, profile and environment jobs take one share and may run side by side.
 # profiles/default grants GPU_EXCLUSIVE shares in all.
-GPU_EXCLUSIVE = 8
+GPU_EXCLUSIVE = 16
 
 # Jobs run `python -m kernelscope ...`: inside the container that is the image's python; on the host
 # it is the interpreter running Snakemake (so a venv works without being activated).
