@@ -15,4 +15,4 @@ first=(softmax/float16/M4096_N1000 softmax/float16/M8192_N8192 softmax/float16/M
 ncu="[softmax/float16/M4096_N1000, softmax/float16/M1024_N65536, vector_add/float32/n67108864, \
 matmul/float16/M4096_N4096_K4096, attention/bfloat16/B4_H16_S4096_D128_causal1]"
 exec "$(dirname "$0")/offline-gpu-run.sh" "$out" "$limit" --configfile config/config.yaml config/h200-session.yaml \
-  --config "ncu=$ncu" --rerun-triggers params input software-env code --prioritize "${first[@]/#/$d/}"
+  --config "ncu=$ncu" --rerun-triggers params input software-env code --prioritize $(printf "$d/%s.json " "${first[@]}")
