@@ -351,8 +351,11 @@ def _online_default(shape: Shape, dtype: torch.dtype) -> dict:
     # 16 values a thread (8 for blocks under 512), at most 8 warps.
     block_n = max(1, min(MAX_DEFAULT_BLOCK_N, triton.next_power_of_2(shape["N"]) // 4))
     wide = shape["N"] >= WIDE_ROW
+    # persistent only where it bounds the rows in flight: with M <= 2 * num_sms rows the grid would be
+    # one program per row anyway (and the sweep prunes that duplicate launch)
+    persistent = wide and persistent_grid(shape["M"], 2) < shape["M"]
     return {"BLOCK_N": block_n, "num_warps": min(8, max(1, block_n // 512)),
-            "programs_per_sm": 2 if wide else 0, "l2_hints": int(wide)}
+            "programs_per_sm": 2 if persistent else 0, "l2_hints": int(wide)}
 
 
 def _online_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:

@@ -50,15 +50,19 @@ def container_info() -> dict[str, Any]:
 
 
 def git_info(repo: str | None = None) -> dict[str, Any]:
-    """Commit and dirty flag of the checkout; where the working tree travelled without its .git (a copy
-    sent to a GPU host, a container), from KERNELSCOPE_GIT_COMMIT / KERNELSCOPE_GIT_DIRTY set by the sender."""
+    """Commit and dirty flag of the code that ran. KERNELSCOPE_GIT_COMMIT / KERNELSCOPE_GIT_DIRTY, set by
+    whoever sent the working tree to a GPU host or into a container, win over the checkout's own .git:
+    a copied tree can carry a stale .git (seen on the H200 host: it reported the previous session's
+    commit for a run of a later one)."""
+    if os.environ.get("KERNELSCOPE_GIT_COMMIT"):
+        dirty = os.environ.get("KERNELSCOPE_GIT_DIRTY")
+        return {"commit": os.environ["KERNELSCOPE_GIT_COMMIT"], "dirty": None if dirty is None else dirty == "1",
+                "source": "environment (KERNELSCOPE_GIT_COMMIT)"}
     commit = _run(["git", "rev-parse", "HEAD"], cwd=repo)
     if commit:
         status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo)
         return {"commit": commit, "dirty": bool(status) if status is not None else None, "source": "git"}
-    dirty = os.environ.get("KERNELSCOPE_GIT_DIRTY")
-    return {"commit": os.environ.get("KERNELSCOPE_GIT_COMMIT"),
-            "dirty": None if dirty is None else dirty == "1", "source": "environment"}
+    return {"commit": None, "dirty": None, "source": "unknown: no .git and KERNELSCOPE_GIT_COMMIT unset"}
 
 
 def gpu_info() -> dict[str, Any]:

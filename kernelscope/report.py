@@ -295,7 +295,8 @@ def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
              ("CUDA runtime", env.get("cuda_runtime")), ("cuDNN", env.get("cudnn")), ("Python", env.get("python")),
              ("torch", env.get("torch")), ("triton", env.get("triton")), ("kernelscope", env.get("kernelscope")),
              ("CPU", f"{env.get('cpu')} ({env.get('cpu_count')} logical)"), ("OS", env.get("os")),
-             ("git commit", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"),
+             ("git commit", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"
+                            + (f" — {git['source']}" if str(git.get("source", "git")).startswith("corrected") else "")),
              ("config hash", env.get("config_hash")),
              ("container", (f"{cont.get('runtime')}: {cont.get('image') or 'image not identified'}"
                             if cont.get("containerized") else "none (host)"))]
@@ -310,6 +311,27 @@ def _enqueue_modes(data: dict[str, Any]) -> set[str]:
             for rec in case["timing"]["implementations"] if rec.get("status") == "ok"}
 
 
+def _starvation_note(recs: list[dict[str, Any]]) -> str:
+    """How many batched samples may hold a launch gap, and what the claims do about it."""
+    if not recs:
+        return "."
+    limit = f"{claims.STARVED_LIMIT:.0%}"
+    rule = (f" A short case's record with more than {limit} of them is compared by CUDA-graph replay instead; "
+            "longer cases have no graph replay and keep their event medians (a launch gap of a few µs is small "
+            "against them).")
+    if all(r.get("starved_samples") is not None for r in recs):
+        n = sum(int(r.get("n") or 0) for r in recs)
+        starved = sum(int(r["starved_samples"]) for r in recs)
+        return (f"; {starved} of {n} samples were launched after the GPU could have reached their start event, "
+                f"so they may include a launch gap." + rule)
+    batches = sum(int(r.get("batches") or 0) for r in recs)
+    starved = sum(int(r.get("starved_batches") or 0) for r in recs)
+    return (f"; in {starved} of {batches} batches the host took longer to enqueue the batch than the GPU sleep "
+            "lasted, so some of their samples may include a launch gap (this run counted per batch, which "
+            "over-counts: a call that blocks the host, as torch.compile's wrappers and the caching allocator's "
+            "first allocations can, marks its whole batch)." + rule)
+
+
 def _method_section(data: dict[str, Any]) -> dict[str, Any]:
     specs = data["specs"]
     t = specs["timing"]
@@ -318,12 +340,9 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
     if any(m.startswith("batched") for m in modes):
         recs = [rec for case in data["cases"] if case["timing"] for rec in case["timing"]["implementations"]
                 if str(rec.get("enqueue", "")).startswith("batched")]
-        batches = sum(int(r.get("batches") or 0) for r in recs)
-        starved = sum(int(r.get("starved_batches") or 0) for r in recs)
         enqueue.append(f"Samples enqueued {t.get('batch', 10)} at a time behind a GPU sleep and read after one "
                        "synchronisation, so the events bracket the kernel and not the host's launch latency"
-                       + (f"; in {starved} of {batches} batches the host's enqueue outlasted the sleep (their records "
-                          "are treated as possibly launch-bound)." if batches else "."))
+                       + _starvation_note(recs))
     if "per-sample-sync" in modes:
         enqueue.append("Some or all timings here were taken with a synchronisation after every sample (the method "
                        "before batched enqueue): for kernels shorter than their launch latency the event median then "
@@ -374,7 +393,10 @@ def _calibration_section(data: dict[str, Any]) -> dict[str, Any]:
         pairs.append((f"matmul {name} {entry.get('size', '')}³ ({entry.get('precision', 'library default')}) TFLOP/s",
                       entry.get("tflops", entry.get("error"))))
     return {"title": "Measured ceilings", "blocks": [
-        _text("Measured on this machine in this run; % of ceiling in the timing tables refers to these."), _kv(pairs)]}
+        _text("Measured on this machine in this run; % of ceiling in the timing tables refers to these. Each is "
+              "the median at one size (the copy of a multi-GiB buffer, the library's 8192³ product), not the "
+              "hardware's peak: other sizes can exceed it, so above 100 % means faster than the library at the "
+              "calibration size."), _kv(pairs)]}
 
 
 def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
@@ -435,7 +457,7 @@ def _ncu_absent(specs: dict[str, Any]) -> str:
     """Why a case has no Nsight Compute result when the stage did not write one."""
     selected = specs.get("ncu")
     if isinstance(selected, list) and selected:
-        return "not selected for the optional Nsight Compute stage (config key ncu lists the cases it profiles)"
+        return "not selected for the optional Nsight Compute stage; the config key ncu lists the cases it profiles"
     return "stage not enabled (config ncu: true)"
 
 

@@ -92,32 +92,35 @@ def _gpu_sleep(us: float) -> bool:
     return True
 
 
-def _sample_batch(fn: Callable[[], Any], flush: _L2Flusher, settings: TimingSettings) -> tuple[list[float], bool]:
+def _sample_batch(fn: Callable[[], Any], flush: _L2Flusher, settings: TimingSettings) -> tuple[list[float], int]:
     """Samples in microseconds. On CUDA a batch of samples is enqueued behind a GPU sleep and read after
     one synchronisation: each event pair then brackets the kernel alone, not the host's launch latency
     (synchronising after every sample lets the queue drain, so a kernel shorter than its launch overhead
     would be timed as launch overhead). The L2 flush of each sample runs before its start event.
 
-    The second value is True when the host took longer to enqueue the batch than the GPU sleep lasted
-    (or there was no sleep): the GPU may then have waited for a launch inside the events, so those
-    samples can include launch gaps."""
+    The second value counts the samples that may hold a launch gap: those whose launch the host finished
+    later than the GPU could have reached their start event (the head start plus the device time of the
+    samples before, a lower bound that ignores the flushes), so the GPU may have waited inside the events.
+    A call that blocks the host (a hidden synchronisation) shows up here too, rightly: the queue drains."""
     if runtime.select_backend() == "cuda":
         k = max(1, settings.batch)
         pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(k)]
-        head_start_us = settings.head_start_us_per_sample * k
-        slept = _gpu_sleep(head_start_us)
+        head_start_us = settings.head_start_us_per_sample * k if _gpu_sleep(settings.head_start_us_per_sample * k) else 0.0
         t0 = time.perf_counter()
+        launched_us = []
         for start, end in pairs:
             flush()
             start.record()
             fn()
+            launched_us.append((time.perf_counter() - t0) * 1e6)
             end.record()
-        starved = not slept or (time.perf_counter() - t0) * 1e6 > head_start_us
         pairs[-1][1].synchronize()
-        return [start.elapsed_time(end) * 1e3 for start, end in pairs], starved
+        samples = [start.elapsed_time(end) * 1e3 for start, end in pairs]
+        gpu_reaches = head_start_us + np.concatenate([[0.0], np.cumsum(samples[:-1])])
+        return samples, int(np.sum(np.asarray(launched_us) > gpu_reaches))
     t0 = time.perf_counter()
     fn()
-    return [(time.perf_counter() - t0) * 1e6], False
+    return [(time.perf_counter() - t0) * 1e6], 0
 
 
 def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.ClockMonitor | None = None,
@@ -137,11 +140,12 @@ def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.Clo
     samples: list[float] = []
     clock_samples: list[dict[str, Any]] = []
     t_begin = time.perf_counter()
-    batches = starved_batches = 0
+    batches = starved_batches = starved_samples = 0
     while True:
         batch, starved = _sample_batch(fn, flush, settings)
         batches += 1
-        starved_batches += int(starved)
+        starved_batches += int(starved > 0)
+        starved_samples += starved
         samples.extend(batch)
         if monitor is not None:
             clock_samples.extend([monitor.read()] * len(batch))  # read once per batch, after it ran
@@ -162,8 +166,9 @@ def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.Clo
     result["target_reached"] = bool(target_reached)
     result["wall_s"] = time.perf_counter() - t_begin
     if on_gpu:
-        # batches whose enqueue outlasted the GPU's head start: their samples may include launch gaps
-        result["batches"], result["starved_batches"] = batches, starved_batches
+        # samples (and batches holding them) whose launch came after the GPU could have reached their start
+        # event: they may include a launch gap
+        result.update(batches=batches, starved_batches=starved_batches, starved_samples=starved_samples)
     if monitor is not None:
         result["clocks"] = clocks.flag_samples(clock_samples, monitor.steady_sm_mhz)
     return result

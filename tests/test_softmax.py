@@ -217,9 +217,19 @@ def test_online_persistent_grid_loops_over_strided_rows():
     assert_pass(gate("triton_online", shp, torch.float16, {"BLOCK_N": 64, "num_warps": 2, "programs_per_sm": 1}))
 
 
-def test_online_default_is_persistent_only_for_wide_rows():
+def test_online_default_is_persistent_only_for_wide_rows(monkeypatch):
+    monkeypatch.setattr(softmax, "device_limits", lambda: H200)
     assert softmax._online_default(shape(M=1024, N=65536), torch.float16)["programs_per_sm"] == 2
     assert softmax._online_default(shape(M=4096, N=1000), torch.float16)["programs_per_sm"] == 0
+    # 256 rows: a 2-per-SM grid (264) would hold every row, the same launch as one program per row,
+    # which the prune drops; the default must stay timeable (it did not on the H200 run of 5f19e28).
+    wide_few = shape(M=256, N=262144)
+    default = softmax._online_default(wide_few, torch.float16)
+    assert default["programs_per_sm"] == 0
+    assert SPEC.implementation("triton_online").prune(default, wide_few, torch.float16, H200) is None
+    for shp in SPEC.shape_sets["gpu"]:
+        impl = SPEC.implementation("triton_online")
+        assert impl.prune(impl.default_config(shp, torch.float16), shp, torch.float16, H200) is None, shp.id
 
 
 def test_row_kernel_prunes_warp_counts_that_spill_on_wide_rows():

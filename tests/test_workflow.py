@@ -140,3 +140,14 @@ def test_selecting_ncu_cases_leaves_the_config_hash_alone():
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     assert cases.config_hash({**config, "ncu": ["softmax"]}) == cases.config_hash(config)
     assert cases.config_hash({**config, "seeds": [0]}) != cases.config_hash(config)
+
+
+def test_sender_supplied_commit_wins_over_a_copied_git(monkeypatch):
+    from kernelscope import environment
+
+    monkeypatch.setenv("KERNELSCOPE_GIT_COMMIT", "abc123")
+    monkeypatch.setenv("KERNELSCOPE_GIT_DIRTY", "0")
+    info = environment.git_info(str(ROOT))
+    assert info["commit"] == "abc123" and info["dirty"] is False and info["source"].startswith("environment")
+    monkeypatch.delenv("KERNELSCOPE_GIT_COMMIT")
+    assert environment.git_info(str(ROOT))["source"] == "git"
