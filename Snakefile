@@ -10,8 +10,10 @@
 #   results/<device>/sweep/<kernel>/<dtype>/<shape>.json
 #   results/<device>/timing/<kernel>/<dtype>/<shape>.json
 #   results/<device>/profile/<kernel>/<dtype>/<shape>.json
-#   results/<device>/ncu/<kernel>/<dtype>/<shape>.json         (optional: config ncu: true)
+#   results/<device>/ncu/<kernel>/<dtype>/<shape>.json         (optional: config ncu: true or a case list)
+#   results/<device>/benchmarks/<stage>/<kernel>/<dtype>/<shape>.tsv  (job wall times)
 #   reports/<device>/report.md | report.html | roofline.png | tables/*.csv
+#   reports/<device>/compare/<other>/report.md | report.html | comparison.csv  (optional: config compare_with)
 #   logs/<device>/<stage>/<kernel>/<dtype>/<shape>.log
 
 from snakemake.utils import min_version, validate
@@ -35,6 +37,7 @@ include: "workflow/rules/timing.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/ncu.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/compare.smk"
 
 
 rule all:
@@ -42,3 +45,4 @@ rule all:
     input:
         f"reports/{DEVICE}/report.md",
         f"reports/{DEVICE}/report.html",
+        expand(f"reports/{DEVICE}/compare/{{other}}/report.md", other=config["compare_with"]),

@@ -71,6 +71,10 @@ def time_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_configs: 
             results.append(run(impl, {}))
     for impl in spec.triton_variants:
         config = best_configs.get(impl.name)
+        if config is None and impl.unsupported_reason(shape, dtype):
+            results.append({"implementation": impl.name, "kind": impl.kind, "status": "unsupported",
+                            "reason": impl.unsupported_reason(shape, dtype)})
+            continue
         if config is None:
             results.append({"implementation": impl.name, "kind": impl.kind, "status": "no_config",
                             "reason": "the sweep found no valid config for this case"})

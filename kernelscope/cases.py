@@ -14,7 +14,9 @@ Results path grammar (relative to the working directory)::
     results/<device>/timing/<kernel>/<dtype>/<shape>.json         samples and statistics, A/A floor
     results/<device>/profile/<kernel>/<dtype>/<shape>.json        CUDA kernels launched per implementation
     results/<device>/ncu/<kernel>/<dtype>/<shape>.json            Nsight Compute counters (optional stage)
+    results/<device>/benchmarks/<stage>/<kernel>/<dtype>/<shape>.tsv   job wall time (Snakemake benchmark)
     reports/<device>/report.{md,html}, roofline.png, tables/*.csv
+    reports/<device>/compare/<other>/report.{md,html}, comparison.csv   (optional: config compare_with)
     logs/<device>/<stage>/<kernel>/<dtype>/<shape>.log
 
 ``<device>`` is the GPU's name as a slug (``nvidia-h200``) or ``cpu-interpreter``, so a rerun on another
@@ -50,8 +52,9 @@ class Case:
 
 
 #: config keys that select optional work without changing any measurement: left out of the hash, so that
-#: profiling a few more cases with ncu does not invalidate (and re-run) every result of the plan
-SELECTION_ONLY = ("ncu",)
+#: profiling a few more cases with ncu, or comparing with another run, does not invalidate (and re-run)
+#: every result of the plan
+SELECTION_ONLY = ("ncu", "compare_with")
 
 
 def config_hash(config: Mapping[str, Any]) -> str:

@@ -170,6 +170,17 @@ def cmd_ncu_target(args) -> None:
     ncu.target(spec, shape, dtype, sweep.best_configs(_load(args.sweep)))
 
 
+def cmd_compare(args) -> None:
+    from kernelscope import compare
+
+    for path in (args.a, args.b):
+        if not (Path(path) / "specs.json").exists():
+            sys.exit(f"kernelscope compare: {path}/specs.json does not exist: pass a results/<device> directory "
+                     f"of a finished run")
+    verdict = compare.build(args.a, args.b, args.out)
+    print(f"{args.a} vs {args.b}: {verdict['kind']}" + (f" ({'; '.join(verdict['reasons'])})" if verdict["reasons"] else ""))
+
+
 def cmd_report(args) -> None:
     from kernelscope import report
 
@@ -183,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     def stage(name: str, fn, case: bool = True, cold: bool = False):
         p = sub.add_parser(name)
         p.set_defaults(fn=fn, cold=cold)
-        if name != "report":
+        if name not in ("report", "compare"):
             p.add_argument("--specs", required=True, help="results/<device>/specs.json")
         p.add_argument("--out", required=True)
         if case:
@@ -203,6 +214,9 @@ def main(argv: list[str] | None = None) -> None:
     stage("ncu", cmd_ncu).add_argument("--sweep", required=True)
     stage("ncu-target", cmd_ncu_target).add_argument("--sweep", required=True)
     stage("report", cmd_report, case=False).add_argument("--results", required=True)
+    p = stage("compare", cmd_compare, case=False)
+    p.add_argument("--a", required=True, help="results/<device> of run A")
+    p.add_argument("--b", required=True, help="results/<device> of run B")
 
     args = parser.parse_args(argv)
     from kernelscope import runtime

@@ -113,7 +113,7 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
                     "intensity_flop_per_byte": flops / nbytes if nbytes else math.nan,
                     "graph_us": graph.get("median_us"), "graph_status": graph.get("status"),
                     "launch_bound": claims.launch_bound(rec),
-                    "host_wall_us": rec.get("host_wall_us"),
+                    "host_wall_us": rec.get("host_wall_us"), "l2_flushed": rec.get("l2_flushed"),
                     "flagged": clk.get("n_flagged"), "sm_mhz_min": clk.get("sm_mhz_min"),
                     "sm_mhz_max": clk.get("sm_mhz_max"),
                 })
@@ -244,6 +244,11 @@ def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, li
         no.append(f"Hardware-counter explanations (DRAM throughput, occupancy, registers, spills) for "
                   f"{len(data['cases']) - len(counters)} of {len(data['cases'])} cases: Nsight Compute did not run "
                   f"there ({'; '.join(reasons)}).")
+    warm = [c for c in data["cases"] if c["timing"] and not data["specs"]["interpreter"]
+            and any(r.get("l2_flushed") is False for r in c["timing"]["implementations"] if r.get("status") == "ok")]
+    if warm:
+        no.append(f"Cold-cache times for {len(warm)} cases timed with a warm L2 (flush_l2: false): their inputs "
+                  "may be read from L2, as in a loop over the same tensors, not as in a model's step.")
     missing = [f"{c['kernel']} {c['shape']} {c['dtype']}" for c in data["cases"] if c["timing"] is None]
     if missing:
         no.append(f"Anything about {len(missing)} of {len(data['cases'])} planned cases that have no timing result "
@@ -361,15 +366,19 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
         f"calls; clocks settled by running the baseline back to back; then samples until ≥ {t.get('min_samples', 100)} "
         f"samples and ≥ {t.get('min_time_s', 0.05)} s, stopping when the 95 % CI of the median is within "
         f"±{t.get('target_rel_ci', 0.005):.1%} or at {t.get('max_time_s', 1.0)} s. "
-        + ("Each sample bracketed by CUDA events, L2 flushed before each sample (a 2×L2 write outside the events). "
+        + (("Each sample bracketed by CUDA events, L2 flushed before each sample (a 2×L2 write outside the "
+            "events). " if t.get("flush_l2", True) else
+            "Each sample bracketed by CUDA events. WARM CACHE: L2 was not flushed between samples (flush_l2: "
+            "false), so inputs that fit in L2 are read from it; these times are not cold-cache times. ")
            if not specs["interpreter"] else "Host wall clock (interpreter run). ")
         + " ".join(enqueue) + " All samples are kept (tables/samples.csv).",
         "A/A floor: the primary baseline is timed first and again last in every timing job; their relative median "
         "difference is the noise floor below which no difference is claimed.",
         f"Claims: 'A faster than B' needs both correct, ≥ 20 samples each, Mann–Whitney p < {claims.ALPHA}, and a "
         f"median difference above max(A/A floor, {claims.MIN_EFFECT:.0%}).",
-        "Clocks: NVML SM/memory clock, temperature, power and throttle reasons read after every sample; samples "
-        "taken while throttled or below 95 % of the steady clock are flagged and disclosed, not dropped.",
+        "Clocks: NVML SM/memory clock, temperature, power and throttle reasons read after every batch of samples "
+        "(each sample carries its batch's reading); samples taken while throttled or below 95 % of the steady "
+        "clock are flagged and disclosed, not dropped.",
         f"Short cases (median under {t.get('graph_below_us', 50)} µs) also get CUDA-graph replay timing (calls "
         "replayed back to back with L2 warm: device time per call without flush or launch gaps, so it is lower "
         "than the cold-L2 event median by the cost of fetching the inputs from HBM) and host wall time per call "
@@ -568,7 +577,12 @@ def build(results_dir: str | Path, out_dir: str | Path) -> None:
     for name, df in tbl.items():
         df.to_csv(out / "tables" / f"{name}.csv", index=False)
     has_plot = roofline(data, tbl["timing"], out / "roofline.png")
-    doc = document(data, tbl, has_plot)
+    render(document(data, tbl, has_plot), out)
+
+
+def render(doc: dict[str, Any], out: Path) -> None:
+    """Write ``doc`` (title, banner, warning, sections of blocks) as report.md and report.html in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
     for template, target, escape in (("report.md.j2", "report.md", False), ("report.html.j2", "report.html", True)):
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=escape,
                                  undefined=jinja2.StrictUndefined, keep_trailing_newline=True,

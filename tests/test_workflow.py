@@ -151,3 +151,20 @@ def test_sender_supplied_commit_wins_over_a_copied_git(monkeypatch):
     assert info["commit"] == "abc123" and info["dirty"] is False and info["source"].startswith("environment")
     monkeypatch.delenv("KERNELSCOPE_GIT_COMMIT")
     assert environment.git_info(str(ROOT))["source"] == "git"
+
+
+@pytest.mark.workflow
+def test_compare_rule_runs_against_a_copied_run_and_refuses_interpreter_timings(cpu_run):
+    import shutil
+
+    mine = cpu_run / "results" / runtime.INTERPRETER_KEY
+    other = cpu_run / "results" / "laptop-run"
+    shutil.copytree(mine, other, dirs_exist_ok=True)
+    run = snakemake(cpu_run, "--config", "compare_with=[laptop-run]")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    md = (cpu_run / "reports" / runtime.INTERPRETER_KEY / "compare" / "laptop-run" / "report.md").read_text()
+    assert "NOT COMPARABLE" in md and "timed Triton's CPU interpreter" in md
+    own = snakemake(cpu_run, "--dry-run", "--config", f"compare_with=[{runtime.INTERPRETER_KEY}]")
+    assert own.returncode != 0 and "compare_with names this run's own results" in own.stdout + own.stderr
+    missing = snakemake(cpu_run, "--dry-run", "--config", "compare_with=[nowhere]")
+    assert missing.returncode != 0 and "results/nowhere/specs.json" in missing.stdout + missing.stderr

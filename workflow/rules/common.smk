@@ -14,6 +14,8 @@ CASES = ks_cases.plan(config, DEVICE)
 SPECS = f"results/{DEVICE}/specs.json"
 # Cases the optional Nsight Compute stage profiles (config ncu: true, or a list of cases / kernels).
 NCU_CASES = ks_cases.ncu_selection(config["ncu"], [dataclasses.asdict(c) for c in CASES])
+if DEVICE in config["compare_with"]:
+    raise ks_cases.ConfigError(f"compare_with names this run's own results ({DEVICE}); name other runs' devices")
 
 # Timing-sensitive jobs (sweep, timing, calibrate) take every GPU share, so nothing else runs on the GPU
 # while they measure; correctness, profile and environment jobs take one share and may run side by side.
@@ -50,6 +52,7 @@ wildcard_constraints:
     kernel="|".join(sorted({c.kernel for c in CASES})) or "none",
     dtype="float16|bfloat16|float32",
     shape=r"[A-Za-z0-9_]+",
+    other=r"[a-z0-9][a-z0-9._-]*",
 
 
 def kernel_module(wildcards):

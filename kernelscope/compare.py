@@ -1,0 +1,219 @@
+"""Two runs side by side: what their data supports comparing, and the comparisons it supports.
+
+A run is one ``results/<device>/`` tree (a GPU, or a label given with ``--config device=...``). Whether two
+runs can be compared at all is decided first, from their environment records and timing settings:
+
+* **not comparable**: either run timed Triton's interpreter; or the software differs (torch, triton, CUDA
+  runtime, driver: a "faster" could then be the software's); or the timing method differs (timing
+  settings, L2 flushing, how samples were enqueued). The document then says why, field by field, and
+  makes no statement about any case.
+* **same GPU model, same software**: a rerun. Each implementation of each common case is tested run
+  against run; a difference is reported only under the claim rules (Mann-Whitney p < ``claims.ALPHA``,
+  above both runs' A/A floors and ``claims.MIN_EFFECT``); otherwise it reproduced within the noise.
+* **different GPUs, same software**: a cross-GPU comparison, under the same rules, per implementation
+  and case; and whether each run's fastest correct implementation of a case is the same one.
+
+Only implementations that passed the correctness gate in both runs are compared, and a Triton variant
+tuned to different configs in the two runs is compared as tuned, with both configs shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kernelscope import claims, environment, report
+
+#: environment fields that must be equal for two runs' numbers to be ranked against each other
+SOFTWARE = ("backend", "torch", "triton", "cuda_runtime", "driver")
+
+NOT_COMPARABLE = "not comparable"
+RERUN = "rerun (same GPU model, same software)"
+CROSS_GPU = "cross-GPU (same software)"
+
+
+def _method(data: Mapping[str, Any]) -> dict[str, Any]:
+    """What decides how a sample was taken: the timing settings and the enqueue modes actually used."""
+    modes = sorted({rec.get("enqueue", "per-sample-sync") for case in data["cases"] if case["timing"]
+                    for rec in case["timing"]["implementations"] if rec.get("status") == "ok"})
+    return {"timing settings": data["specs"].get("timing", {}), "enqueue": modes}
+
+
+def comparability(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """The kind of comparison two collected runs (``report.collect``) support, and why not where they don't."""
+    fa, fb = environment.fingerprint(a["environment"]), environment.fingerprint(b["environment"])
+    reasons = []
+    for name, data in (("A", a), ("B", b)):
+        if data["specs"].get("interpreter"):
+            reasons.append(f"run {name} ({data['specs']['device']}) timed Triton's CPU interpreter, not a GPU")
+    for key in SOFTWARE:
+        if fa.get(key) != fb.get(key):
+            reasons.append(f"different {key}: {fa.get(key)} (A) vs {fb.get(key)} (B)")
+    ma, mb = _method(a), _method(b)
+    for key in ma:
+        if ma[key] != mb[key]:
+            reasons.append(f"different timing method ({key}): {ma[key]} (A) vs {mb[key]} (B)")
+    if reasons:
+        kind = NOT_COMPARABLE
+    else:
+        kind = RERUN if fa.get("gpu") == fb.get("gpu") else CROSS_GPU
+    return {"kind": kind, "reasons": reasons, "fingerprint_a": fa, "fingerprint_b": fb}
+
+
+def _cases(data: Mapping[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    return {(c["kernel"], c["shape"], c["dtype"]): c for c in data["cases"]}
+
+
+def _passed(case: Mapping[str, Any]) -> set[str]:
+    return {r["implementation"] for r in (case.get("correctness") or {}).get("implementations", [])
+            if r["status"] == "pass"}
+
+
+def _records(case: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each implementation's first timed block (A1 for the primary baseline)."""
+    return {r["implementation"]: r for r in (case.get("timing") or {}).get("implementations", [])
+            if r.get("block") != "A2"}
+
+
+def _floor(*docs: Mapping[str, Any]) -> float | None:
+    floors = [(d.get("aa_floor") or {}).get("rel_diff") for d in docs]
+    floors = [f for f in floors if f is not None]
+    return max(floors) if floors else None
+
+
+def _graph_floor(*docs: Mapping[str, Any]) -> float | None:
+    floors = [f for f in (claims.graph_aa_floor(d) for d in docs) if f is not None]
+    return max(floors) if floors else None
+
+
+def _fastest(case: Mapping[str, Any]) -> str | None:
+    ok = [r for name, r in _records(case).items() if r.get("status") == "ok" and name in _passed(case)]
+    return min(ok, key=lambda r: r["median_us"])["implementation"] if ok else None
+
+
+def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per implementation of every case both runs timed: B against A under the claim rules."""
+    rows = []
+    cases_a, cases_b = _cases(a), _cases(b)
+    for key in [k for k in cases_a if k in cases_b]:
+        ca, cb = cases_a[key], cases_b[key]
+        if not (ca.get("timing") and cb.get("timing")):
+            continue
+        ra, rb = _records(ca), _records(cb)
+        passed = _passed(ca) & _passed(cb)
+        floor = _floor(ca["timing"], cb["timing"])
+        graph_floor = _graph_floor(ca["timing"], cb["timing"])
+        for name in [n for n in ra if n in rb]:
+            rec_a, rec_b = ra[name], rb[name]
+            row = {"kernel": key[0], "shape": key[1], "dtype": key[2], "implementation": name,
+                   "a_us": rec_a.get("median_us"), "b_us": rec_b.get("median_us"),
+                   "config_a": rec_a.get("config") or {}, "config_b": rec_b.get("config") or {}}
+            untimed = [f"{run}: {rec.get('status')} ({rec.get('reason', '')})".replace(" ()", "")
+                       for run, rec in (("A", rec_a), ("B", rec_b)) if rec.get("status") != "ok"]
+            if untimed:
+                row.update(verdict=NOT_COMPARABLE, why="no timing in " + "; ".join(untimed))
+            elif name not in passed:
+                row.update(verdict=NOT_COMPARABLE, why="did not pass the correctness gate in both runs")
+            else:
+                # B's record as "a" of the claim: the verdict reads "B is faster / slower than A"
+                claim = claims.compare(rec_b, rec_a, floor, interpreter=False, aa_graph_rel=graph_floor)
+                if claim.get("median_b_us"):  # the medians the verdict used (graph replay where that was the basis)
+                    row.update(a_us=claim["median_b_us"], b_us=claim["median_a_us"])
+                row.update(verdict=claim["verdict"], why=claim["why"], basis=claim.get("basis"),
+                           b_time_over_a=(claim["median_a_us"] / claim["median_b_us"]
+                                          if claim.get("median_b_us") else None))
+            if row["config_a"] != row["config_b"]:
+                row["why"] = f"{row['why']}; tuned configs differ: A {row['config_a']}, B {row['config_b']}"
+            rows.append(row)
+    columns = ["kernel", "shape", "dtype", "implementation", "a_us", "b_us", "b_time_over_a", "verdict", "basis",
+               "why"]
+    return pd.DataFrame(rows, columns=columns + ["config_a", "config_b"])
+
+
+def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, list[str]]:
+    la, lb = a["specs"]["device"], b["specs"]["device"]
+    supports, refuses = [], []
+    changed = rows[rows["verdict"].isin([claims.FASTER, claims.SLOWER])] if not rows.empty else rows
+    same = rows[rows["verdict"] == claims.UNRESOLVED] if not rows.empty else rows
+    what = "the rerun" if kind == RERUN else lb
+    for _, r in changed.iterrows():
+        supports.append(f"{r['kernel']} {r['shape']} {r['dtype']} {r['implementation']}: {what} is {r['verdict']} "
+                        f"than {la}: {r['b_us']:.3f} µs vs {r['a_us']:.3f} µs ({r['why']}).")
+    if kind == RERUN and len(same):
+        supports.append(f"{len(same)} of {len(rows)} implementation × case timings reproduced: no difference "
+                        "resolved between the two runs (within both runs' A/A floors, or not significant).")
+    elif len(same):
+        refuses.extend(f"An ordering of {la} and {lb} for {r['kernel']} {r['shape']} {r['dtype']} "
+                       f"{r['implementation']}: {r['why']}." for _, r in same.iterrows())
+    if kind == CROSS_GPU:
+        for key, ca in _cases(a).items():
+            cb = _cases(b).get(key)
+            if cb and ca.get("timing") and cb.get("timing"):
+                fa, fb = _fastest(ca), _fastest(cb)
+                note = "the same" if fa == fb else "different"
+                supports.append(f"{' '.join(key)}: fastest correct implementation (by event median) is {fa} on "
+                                f"{la} and {fb} on {lb} ({note}; an ordering within a run needs its own report's "
+                                "claims).")
+    if not rows.empty:
+        refuses.extend(f"{r['kernel']} {r['shape']} {r['dtype']} {r['implementation']}: {r['why']}."
+                       for _, r in rows[rows["verdict"] == NOT_COMPARABLE].iterrows())
+    only_a = sorted(set(_cases(a)) - set(_cases(b)))
+    only_b = sorted(set(_cases(b)) - set(_cases(a)))
+    if only_a or only_b:
+        refuses.append(f"Cases planned in one run only (no comparison): {len(only_a)} only in {la}, "
+                       f"{len(only_b)} only in {lb}.")
+    refuses.append("Other shapes, dtypes, GPUs or software versions than those recorded for the two runs.")
+    return {"supports": supports, "does_not_support": refuses}
+
+
+def document(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    verdict = comparability(a, b)
+    la, lb = a["specs"]["device"], b["specs"]["device"]
+    fa, fb = verdict["fingerprint_a"], verdict["fingerprint_b"]
+    runs = pd.DataFrame([{"field": k, "A": fa.get(k), "B": fb.get(k)} for k in ("gpu", *SOFTWARE)] + [
+        {"field": "results", "A": la, "B": lb},
+        {"field": "git commit", "A": (a["environment"].get("git") or {}).get("commit"),
+         "B": (b["environment"].get("git") or {}).get("commit")},
+        {"field": "config hash", "A": a["specs"].get("config_hash"), "B": b["specs"].get("config_hash")}])
+    sections = [{"title": "Runs", "blocks": [report._table(runs, ["field", "A", "B"])]}]
+    if verdict["kind"] == NOT_COMPARABLE:
+        sections.append({"title": "What this comparison supports / does not support", "blocks": [
+            report._text("Supports: no statement comparing these runs."),
+            report._text("Does not support any ranking of A against B, because:"),
+            report._bullets(verdict["reasons"]),
+            report._text("Each run's own report still holds for that run.")]})
+        banner = f"{la} (A) vs {lb} (B): not comparable."
+        return {"title": f"kernelscope comparison — {la} vs {lb}", "banner": banner,
+                "warning": "NOT COMPARABLE: " + "; ".join(verdict["reasons"]), "sections": sections}
+    rows = compare_cases(a, b)
+    stated = _statements(verdict["kind"], rows, a, b)
+    sections.append({"title": "What this comparison supports / does not support", "blocks": [
+        report._text(f"Kind: {verdict['kind']}. B against A under the claim rules: Mann–Whitney p < {claims.ALPHA} "
+                     f"and a median difference above max(A/A floor of either run, {claims.MIN_EFFECT:.0%})."
+                     + (" Run-to-run noise (another process, another thermal state) can exceed the in-job A/A "
+                        "floor; a difference here says the two runs measured differently, not why."
+                        if verdict["kind"] == RERUN else "")),
+        report._text("Supports:"), report._bullets(stated["supports"] or ["No statement."]),
+        report._text("Does not support:"), report._bullets(stated["does_not_support"])]})
+    sections.append({"title": "Per case and implementation", "blocks": [
+        report._text("a_us, b_us: each run's median (event median, or CUDA-graph replay where the basis says so "
+                     "the comparison used it); b_time_over_a above 1 means B took longer."),
+        report._table(rows, ["kernel", "shape", "dtype", "implementation", "a_us", "b_us", "b_time_over_a",
+                             "verdict", "basis"])]})
+    banner = f"{la} (A) vs {lb} (B): {verdict['kind']}; {rows['kernel'].size} implementation × case pairs."
+    return {"title": f"kernelscope comparison — {la} vs {lb}", "banner": banner, "warning": None,
+            "sections": sections}
+
+
+def build(results_a: str | Path, results_b: str | Path, out_dir: str | Path) -> dict[str, Any]:
+    """Write ``out_dir/report.{md,html}`` and ``out_dir/comparison.csv``; returns the comparability verdict."""
+    a, b = report.collect(Path(results_a)), report.collect(Path(results_b))
+    out = Path(out_dir)
+    report.render(document(a, b), out)
+    verdict = comparability(a, b)
+    rows = compare_cases(a, b) if verdict["kind"] != NOT_COMPARABLE else pd.DataFrame()
+    rows.to_csv(out / "comparison.csv", index=False)
+    return verdict

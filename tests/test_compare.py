@@ -1,0 +1,147 @@
+"""Run-against-run comparison on recorded data (the committed H200 results): what each kind of pair of runs
+supports, and that a real difference is found while an identical rerun reproduces."""
+
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernelscope import claims, compare, report
+from workflow_support import ROOT
+
+CASE = Path("timing") / "softmax" / "float16" / "M8192_N8192.json"
+
+
+@pytest.fixture(scope="module")
+def h200(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("h200")
+    with tarfile.open(ROOT / "reports" / "nvidia-h200" / "raw-results.tar.gz") as tar:
+        tar.extractall(root, filter="data")
+    return root / "results" / "nvidia-h200"
+
+
+def _copy(h200: Path, tmp_path: Path, label: str) -> Path:
+    dest = tmp_path / label
+    shutil.copytree(h200, dest)
+    specs = json.loads((dest / "specs.json").read_text())
+    (dest / "specs.json").write_text(json.dumps({**specs, "device": label}))
+    return dest
+
+
+def _edit(path: Path, fn) -> None:
+    doc = json.loads(path.read_text())
+    fn(doc)
+    path.write_text(json.dumps(doc))
+
+
+def _rows(a: Path, b: Path):
+    return compare.compare_cases(report.collect(a), report.collect(b))
+
+
+def test_identical_rerun_reproduces_everywhere(h200, tmp_path):
+    rerun = _copy(h200, tmp_path, "h200-rerun")
+    a, b = report.collect(h200), report.collect(rerun)
+    assert compare.comparability(a, b)["kind"] == compare.RERUN
+    rows = compare.compare_cases(a, b)
+    timed = rows[rows["verdict"] != compare.NOT_COMPARABLE]
+    assert len(timed) > 100 and (timed["verdict"] == claims.UNRESOLVED).all()
+    # what is left out is left out with a reason: untimed (unsupported) or failed somewhere
+    assert rows.loc[rows["verdict"] == compare.NOT_COMPARABLE, "why"].str.startswith("no timing in").all()
+
+
+def test_a_real_slowdown_in_the_rerun_is_found_and_a_small_one_is_not(h200, tmp_path):
+    rerun = _copy(h200, tmp_path, "h200-rerun")
+
+    def slow(factor, impl):
+        def fn(doc):
+            for rec in doc["implementations"]:
+                if rec["implementation"] == impl:
+                    rec["samples_us"] = list(np.asarray(rec["samples_us"]) * factor)
+                    rec["median_us"] *= factor
+        return fn
+
+    _edit(rerun / CASE, slow(1.10, "triton_row"))  # 10 %: far above the case's A/A floor (0.05 %) and 1 %
+    _edit(rerun / CASE, slow(1.004, "triton_online"))  # 0.4 %: significant but under the 1 % minimum effect
+    rows = _rows(h200, rerun).set_index(["kernel", "shape", "implementation"])
+    row = rows.loc[("softmax", "M8192_N8192", "triton_row")]
+    assert row["verdict"] == claims.SLOWER and row["b_time_over_a"] == pytest.approx(1.10, rel=1e-3)
+    assert rows.loc[("softmax", "M8192_N8192", "triton_online"), "verdict"] == claims.UNRESOLVED
+    assert rows.loc[("softmax", "M8192_N8192", "torch"), "verdict"] == claims.UNRESOLVED
+    doc = compare.document(report.collect(h200), report.collect(rerun))
+    text = json.dumps(doc)
+    assert "triton_row: the rerun is slower than nvidia-h200" in text
+
+
+@pytest.mark.parametrize(("field", "value", "named"), [
+    ("torch", "2.13.0+cu130", "different torch: 2.11.0+cu130 (A) vs 2.13.0+cu130 (B)"),
+    ("triton", "3.7.1", "different triton"),
+    ("driver", "590.1", "different driver"),
+])
+def test_different_software_is_not_comparable_and_says_which(h200, tmp_path, field, value, named):
+    other = _copy(h200, tmp_path, "other-gpu")
+
+    def change(env):
+        env["gpu"]["name"] = "NVIDIA H100 80GB HBM3"  # another GPU too: a cross-GPU ranking
+        if field == "driver":
+            env["gpu"]["driver"] = value
+        else:
+            env[field] = value
+
+    _edit(other / "environment.json", change)
+    verdict = compare.build(h200, other, tmp_path / "out")
+    assert verdict["kind"] == compare.NOT_COMPARABLE
+    assert any(r.startswith(named) for r in verdict["reasons"])
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "NOT COMPARABLE" in md and "Supports: no statement comparing these runs." in md
+    assert "is faster than" not in md and "is slower than" not in md
+
+
+def test_other_gpu_same_software_gives_cross_gpu_verdicts(h200, tmp_path):
+    other = _copy(h200, tmp_path, "nvidia-h100")
+    _edit(other / "environment.json", lambda env: env["gpu"].update(name="NVIDIA H100 80GB HBM3"))
+
+    def faster(doc):
+        for rec in doc["implementations"]:
+            if rec.get("samples_us"):
+                rec["samples_us"] = list(np.asarray(rec["samples_us"]) * 0.8)
+                rec["median_us"] *= 0.8
+
+    _edit(other / CASE, faster)
+    a, b = report.collect(h200), report.collect(other)
+    assert compare.comparability(a, b)["kind"] == compare.CROSS_GPU
+    rows = compare.compare_cases(a, b)
+    case = rows[(rows["shape"] == "M8192_N8192") & (rows["verdict"] != compare.NOT_COMPARABLE)]
+    assert (case["verdict"] == claims.FASTER).all()
+    text = json.dumps(compare.document(a, b))
+    assert "fastest correct implementation (by event median) is triton_row on nvidia-h200 and triton_row on nvidia-h100" in text
+
+
+def test_interpreter_and_method_differences_are_refused(h200, tmp_path):
+    other = _copy(h200, tmp_path, "labelled")
+    _edit(other / "specs.json", lambda s: s.update(interpreter=True))
+    assert any("interpreter" in r for r in compare.comparability(report.collect(h200), report.collect(other))["reasons"])
+    other2 = _copy(h200, tmp_path, "warm-cache")
+    _edit(other2 / "specs.json", lambda s: s["timing"].update(flush_l2=False))
+    reasons = compare.comparability(report.collect(h200), report.collect(other2))["reasons"]
+    assert reasons and reasons[0].startswith("different timing method (timing settings)")
+
+
+def test_compare_cli_names_a_missing_run(tmp_path, h200):
+    from kernelscope import cli
+
+    with pytest.raises(SystemExit, match="nosuch/specs.json does not exist"):
+        cli.main(["compare", "--a", str(h200), "--b", str(tmp_path / "nosuch"), "--out", str(tmp_path / "o")])
+
+
+def test_warm_cache_runs_are_labelled_in_their_own_report(h200, tmp_path):
+    warm = _copy(h200, tmp_path, "warm")
+    _edit(warm / "specs.json", lambda s: s["timing"].update(flush_l2=False))
+    for path in (warm / "timing").rglob("*.json"):
+        _edit(path, lambda doc: [r.update(l2_flushed=False) for r in doc["implementations"] if r.get("status") == "ok"])
+    report.build(warm, tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "WARM CACHE: L2 was not flushed" in md and "Cold-cache times for 30 cases timed with a warm L2" in md
+    assert "WARM CACHE" not in (ROOT / "reports" / "nvidia-h200" / "report.md").read_text()

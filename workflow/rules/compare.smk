@@ -1,0 +1,21 @@
+# Optional (config compare_with: [<device>, ...]): this run against another run whose results/<device>/ tree
+# was copied next to this one. The document says first whether the two runs can be compared at all.
+rule compare:
+    input:
+        report=f"reports/{DEVICE}/report.md",
+        other="results/{other}/specs.json",
+        image=container_image(),
+    output:
+        md=f"reports/{DEVICE}/compare/{{other}}/report.md",
+        html=f"reports/{DEVICE}/compare/{{other}}/report.html",
+    params:
+        python=PYTHON,
+        mine=f"results/{DEVICE}",
+        theirs=lambda wildcards: f"results/{wildcards.other}",
+        out=lambda wildcards: f"reports/{DEVICE}/compare/{wildcards.other}",
+    container:
+        CONTAINER_IMAGE
+    log:
+        f"logs/{DEVICE}/compare/{{other}}.log",
+    shell:
+        "{params.python} -m kernelscope compare --a {params.mine} --b {params.theirs} --out {params.out} > {log} 2>&1"
