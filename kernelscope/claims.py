@@ -153,12 +153,14 @@ def case_claims(timing_doc: Mapping[str, Any], correctness_doc: Mapping[str, Any
                 claims.append({"a": a["implementation"], "b": b["implementation"], "verdict": NOT_COMPARABLE,
                                "why": f"did not pass the correctness gate: {', '.join(failed)}"})
                 continue
-            claims.append(compare(a, b, aa, interpreter, aa_graph))
+            claims.append({**compare(a, b, aa, interpreter, aa_graph), "a_config": a.get("config") or {}})
     return claims
 
 
 def sentence(claim: Mapping[str, Any]) -> str:
     a, b, verdict = claim["a"], claim["b"], claim["verdict"]
+    if claim.get("a_config"):  # the launch config the sweep tuned the Triton variant to
+        a = f"{a} [{', '.join(f'{k}={v}' for k, v in sorted(claim['a_config'].items()))}]"
     if verdict in (FASTER, SLOWER):
         ratio = claim["median_b_us"] / claim["median_a_us"]
         return (f"{a} is {verdict} than {b}: {claim['median_a_us']:.3f} µs vs {claim['median_b_us']:.3f} µs "

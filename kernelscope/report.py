@@ -203,7 +203,9 @@ def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, li
     elif not claim_df.empty:
         resolved = claim_df[claim_df["verdict"].isin([claims.FASTER, claims.SLOWER])]
         if len(resolved):
-            yes.append(f"The orderings below, {where}, each for exactly the shape, dtype and layout named:")
+            yes.append(f"The orderings below, {where}, config hash {data['specs']['config_hash']} (settings in "
+                       "the Method section), each for exactly the shape, dtype and layout named and each Triton "
+                       "variant at the launch config in brackets (the sweep's choice):")
         for _, c in resolved.iterrows():
             yes.append(f"{c['kernel']} {c['shape']} {c['dtype']}: {c['sentence']}.")
         unresolved = claim_df[claim_df["verdict"] == claims.UNRESOLVED]

@@ -133,3 +133,14 @@ def test_batched_samples_are_device_time_unless_many_samples_starved():
     long = _rec("triton", "triton", RNG.normal(1500.0, 1.0, 50))
     long.update({"enqueue": "batched:10", "batches": 5, "starved_batches": 5})
     assert not claims.launch_bound(long)
+
+
+def test_claim_sentences_name_the_tuned_launch_config():
+    triton = {**_rec("triton_row", "triton", RNG.normal(10.0, 0.1, 200)), "config": {"num_warps": 4}}
+    torch_rec = {**_rec("torch", "eager", RNG.normal(14.0, 0.1, 200)), "block": "A1", "config": {}}
+    again = {**_rec("torch", "eager", RNG.normal(14.0, 0.1, 200)), "block": "A2", "config": {}}
+    doc = {"implementations": [torch_rec, triton, again], "aa_floor": {"rel_diff": 0.002}}
+    gate = {"implementations": [{"implementation": n, "status": "pass"} for n in ("triton_row", "torch")]}
+    (claim,) = claims.case_claims(doc, gate)
+    assert claim["verdict"] == claims.FASTER
+    assert claims.sentence(claim).startswith("triton_row [num_warps=4] is faster than torch")
