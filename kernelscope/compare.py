@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from kernelscope import claims, environment, report
+from kernelscope.document import bullets, render, table, text
 
 #: environment fields that must be equal for two runs' numbers to be ranked against each other
 SOFTWARE = ("backend", "torch", "triton", "cuda_runtime", "driver")
@@ -178,30 +179,30 @@ def document(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
         {"field": "git commit", "A": (a["environment"].get("git") or {}).get("commit"),
          "B": (b["environment"].get("git") or {}).get("commit")},
         {"field": "config hash", "A": a["specs"].get("config_hash"), "B": b["specs"].get("config_hash")}])
-    sections = [{"title": "Runs", "blocks": [report._table(runs, ["field", "A", "B"])]}]
+    sections = [{"title": "Runs", "blocks": [table(runs, ["field", "A", "B"])]}]
     if verdict["kind"] == NOT_COMPARABLE:
         sections.append({"title": "What this comparison supports / does not support", "blocks": [
-            report._text("Supports: no statement comparing these runs."),
-            report._text("Does not support any ranking of A against B, because:"),
-            report._bullets(verdict["reasons"]),
-            report._text("Each run's own report still holds for that run.")]})
+            text("Supports: no statement comparing these runs."),
+            text("Does not support any ranking of A against B, because:"),
+            bullets(verdict["reasons"]),
+            text("Each run's own report still holds for that run.")]})
         banner = f"{la} (A) vs {lb} (B): not comparable."
         return {"title": f"kernelscope comparison — {la} vs {lb}", "banner": banner,
                 "warning": "NOT COMPARABLE: " + "; ".join(verdict["reasons"]), "sections": sections}
     rows = compare_cases(a, b)
     stated = _statements(verdict["kind"], rows, a, b)
     sections.append({"title": "What this comparison supports / does not support", "blocks": [
-        report._text(f"Kind: {verdict['kind']}. B against A under the claim rules: Mann–Whitney p < {claims.ALPHA} "
+        text(f"Kind: {verdict['kind']}. B against A under the claim rules: Mann–Whitney p < {claims.ALPHA} "
                      f"and a median difference above max(A/A floor of either run, {claims.MIN_EFFECT:.0%})."
                      + (" Run-to-run noise (another process, another thermal state) can exceed the in-job A/A "
                         "floor; a difference here says the two runs measured differently, not why."
                         if verdict["kind"] == RERUN else "")),
-        report._text("Supports:"), report._bullets(stated["supports"] or ["No statement."]),
-        report._text("Does not support:"), report._bullets(stated["does_not_support"])]})
+        text("Supports:"), bullets(stated["supports"] or ["No statement."]),
+        text("Does not support:"), bullets(stated["does_not_support"])]})
     sections.append({"title": "Per case and implementation", "blocks": [
-        report._text("a_us, b_us: each run's median (event median, or CUDA-graph replay where the basis says so "
+        text("a_us, b_us: each run's median (event median, or CUDA-graph replay where the basis says so "
                      "the comparison used it); b_time_over_a above 1 means B took longer."),
-        report._table(rows, ["kernel", "shape", "dtype", "implementation", "a_us", "b_us", "b_time_over_a",
+        table(rows, ["kernel", "shape", "dtype", "implementation", "a_us", "b_us", "b_time_over_a",
                              "verdict", "basis"])]})
     banner = f"{la} (A) vs {lb} (B): {verdict['kind']}; {rows['kernel'].size} implementation × case pairs."
     return {"title": f"kernelscope comparison — {la} vs {lb}", "banner": banner, "warning": None,
@@ -212,7 +213,7 @@ def build(results_a: str | Path, results_b: str | Path, out_dir: str | Path) -> 
     """Write ``out_dir/report.{md,html}`` and ``out_dir/comparison.csv``; returns the comparability verdict."""
     a, b = report.collect(Path(results_a)), report.collect(Path(results_b))
     out = Path(out_dir)
-    report.render(document(a, b), out)
+    render(document(a, b), out)
     verdict = comparability(a, b)
     rows = compare_cases(a, b) if verdict["kind"] != NOT_COMPARABLE else pd.DataFrame()
     rows.to_csv(out / "comparison.csv", index=False)

@@ -11,13 +11,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pandas as pd
 
 from kernelscope import claims, environment, registry
+from kernelscope.document import bullets, kv, render, table, text
 from kernelscope.spec import DTYPES, Shape
 
-TEMPLATES = Path(__file__).parent / "templates"
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -63,10 +62,10 @@ def _job_cost_section(data: dict[str, Any]) -> dict[str, Any] | None:
         return None
     by_stage = jobs.groupby("stage")["wall_s"].agg(jobs="count", total_s="sum", median_s="median", max_s="max")
     return {"title": "Run cost", "blocks": [
-        _text("Wall time of each per-case job (Snakemake `benchmark:` files under results/<device>/benchmarks/), "
+        text("Wall time of each per-case job (Snakemake `benchmark:` files under results/<device>/benchmarks/), "
               "including process start-up and compilation. Sweep, timing and ncu jobs hold the GPU alone; the "
               "others share it. Jobs carried over from an earlier invocation keep their own times."),
-        _table(by_stage.reset_index(), ["stage", "jobs", "total_s", "median_s", "max_s"], digits=1)]}
+        table(by_stage.reset_index(), ["stage", "jobs", "total_s", "median_s", "max_s"], digits=1)]}
 
 
 def _ceilings(calibration: dict[str, Any], dtype: str) -> tuple[float | None, float | None]:
@@ -179,14 +178,6 @@ def roofline(data: dict[str, Any], timing_df: pd.DataFrame, path: Path) -> bool:
     return True
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}" if abs(value) < 1e-2 or abs(value) >= 1e5 else f"{value:.{digits}f}"
-    return str(value)
-
-
 def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, list[str]]:
     """The "supports / does not support" section, generated from the data."""
     env = data["environment"]
@@ -235,9 +226,9 @@ def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, li
                       f"their CIs are in the tables.")
     flagged = timing.get("flagged") if not timing.empty else None
     if flagged is not None and flagged.notna().any():
-        text = claims.disclosures(list(zip(timing["flagged"].fillna(0).astype(int), timing["n"].fillna(0).astype(int))))
-        if text:
-            no.append(f"Clock-clean timings: {text}; they are included in the medians and listed per sample in "
+        disclosure = claims.disclosures(list(zip(timing["flagged"].fillna(0).astype(int), timing["n"].fillna(0).astype(int))))
+        if disclosure:
+            no.append(f"Clock-clean timings: {disclosure}; they are included in the medians and listed per sample in "
                       f"tables/samples.csv.")
     counters = [c for c in data["cases"] if (c.get("ncu") or {}).get("ran")]
     if len(counters) < len(data["cases"]):
@@ -269,25 +260,6 @@ def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, li
     return {"supports": yes, "does_not_support": no}
 
 
-def _table(df: pd.DataFrame, columns: list[str], code: tuple[str, ...] = (), digits: int = 3) -> dict[str, Any]:
-    cols = [c for c in columns if c in df.columns]
-    rows = [[_fmt(r[c], digits) for c in cols] for _, r in df[cols].iterrows()] if not df.empty else []
-    return {"type": "table", "columns": cols, "code": [c in code for c in cols], "rows": rows}
-
-
-def _kv(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    return {"type": "table", "columns": ["field", "value"], "code": [False, False],
-            "rows": [[k, _fmt(v)] for k, v in pairs]}
-
-
-def _text(*lines: str) -> dict[str, Any]:
-    return {"type": "text", "lines": list(lines)}
-
-
-def _bullets(items: list[str]) -> dict[str, Any]:
-    return {"type": "bullets", "items": items}
-
-
 def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
     env = data["environment"]
     gpu = env.get("gpu") or {}
@@ -310,7 +282,7 @@ def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
     for key in ("image_sha256", "base_image", "lock_sha256"):
         if env.get(key) or cont.get(key):
             pairs.append((key.replace("_", " "), env.get(key) or cont.get(key)))
-    return {"title": "Environment", "blocks": [_kv(pairs)]}
+    return {"title": "Environment", "blocks": [kv(pairs)]}
 
 
 def _enqueue_modes(data: dict[str, Any]) -> set[str]:
@@ -391,23 +363,23 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
         "Profile: torch.profiler lists every CUDA kernel each implementation launches (after warm-up), kept apart "
         "from timing.",
     ]
-    return {"title": "Method", "blocks": [_bullets(items)]}
+    return {"title": "Method", "blocks": [bullets(items)]}
 
 
 def _calibration_section(data: dict[str, Any]) -> dict[str, Any]:
     cal = data["calibration"]
     if not cal:
-        return {"title": "Measured ceilings", "blocks": [_text("No calibration data.")]}
+        return {"title": "Measured ceilings", "blocks": [text("No calibration data.")]}
     pairs = [("measured on", cal.get("measured_on")),
              ("copy bandwidth, read + write (GB/s)", (cal.get("copy") or {}).get("gbps"))]
     for name, entry in (cal.get("matmul") or {}).items():
         pairs.append((f"matmul {name} {entry.get('size', '')}³ ({entry.get('precision', 'library default')}) TFLOP/s",
                       entry.get("tflops", entry.get("error"))))
     return {"title": "Measured ceilings", "blocks": [
-        _text("Measured on this machine in this run; % of ceiling in the timing tables refers to these. Each is "
+        text("Measured on this machine in this run; % of ceiling in the timing tables refers to these. Each is "
               "the median at one size (the copy of a multi-GiB buffer, the library's 8192³ product), not the "
               "hardware's peak: other sizes can exceed it, so above 100 % means faster than the library at the "
-              "calibration size."), _kv(pairs)]}
+              "calibration size."), kv(pairs)]}
 
 
 def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
@@ -416,32 +388,32 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
             return df
         return df[(df["kernel"] == case["kernel"]) & (df["shape"] == case["shape"]) & (df["dtype"] == case["dtype"])]
 
-    blocks = [_text(f"Shape {json.dumps(case['params'])}: {case['reason']}.")]
+    blocks = [text(f"Shape {json.dumps(case['params'])}: {case['reason']}.")]
     gate = case["correctness"] or {}
     if gate.get("tolerance"):
         tol = gate["tolerance"]
-        blocks.append(_text(f"Tolerance: atol {tol['atol']:g}, rtol {tol['rtol']:g} — {tol['reason']}."))
-    blocks.append(_table(sel(tbl["correctness"]), ["implementation", "role", "status", "rejected", "max_abs_err",
+        blocks.append(text(f"Tolerance: atol {tol['atol']:g}, rtol {tol['rtol']:g} — {tol['reason']}."))
+    blocks.append(table(sel(tbl["correctness"]), ["implementation", "role", "status", "rejected", "max_abs_err",
                                                    "rel_l2_err", "row_sum_error", "failure"]))
     timing = sel(tbl["timing"])
-    blocks.append(_table(timing, ["implementation", "block", "status", "median_us", "p20_us", "p80_us", "ci95_low_us",
+    blocks.append(table(timing, ["implementation", "block", "status", "median_us", "p20_us", "p80_us", "ci95_low_us",
                                   "ci95_high_us", "n", "first_call_ms", "gbps", "pct_copy_bw", "tflops",
                                   "pct_matmul_peak", "graph_us", "launch_bound", "host_wall_us", "flagged",
                                   "reason"]))
     doc = case["timing"] or {}
     aa = doc.get("aa_floor")
     if aa:
-        blocks.append(_text(f"A/A floor ({doc.get('primary_baseline')} timed twice): {aa['rel_diff']:.2%} "
+        blocks.append(text(f"A/A floor ({doc.get('primary_baseline')} timed twice): {aa['rel_diff']:.2%} "
                             f"(Mann–Whitney p = {aa['mannwhitney_p']:.2g})."))
     claim_df = sel(tbl["claims"])
     if not claim_df.empty:
-        blocks.append(_bullets(list(claim_df["sentence"])))
+        blocks.append(bullets(list(claim_df["sentence"])))
     prof = case["profile"] or {}
     if prof.get("captured"):
-        blocks.append(_table(sel(tbl["profile"]), ["implementation", "cuda_kernel", "launches_per_call",
+        blocks.append(table(sel(tbl["profile"]), ["implementation", "cuda_kernel", "launches_per_call",
                                                    "device_us_per_call"], code=("cuda_kernel",)))
     elif prof:
-        blocks.append(_text(f"Kernel names: not captured — {prof.get('reason')}."))
+        blocks.append(text(f"Kernel names: not captured — {prof.get('reason')}."))
     blocks.append(_ncu_block(case))
     sweep_lines = []
     for sw in case["sweeps"]:
@@ -460,7 +432,7 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
             line += f" — {sw.get('reason') or 'no valid config'}"
         sweep_lines.append(line)
     if sweep_lines:
-        blocks.append(_bullets(sweep_lines))
+        blocks.append(bullets(sweep_lines))
     return blocks
 
 
@@ -475,12 +447,12 @@ def _ncu_absent(specs: dict[str, Any]) -> str:
 def _ncu_block(case: dict[str, Any]) -> dict[str, Any]:
     doc = case.get("ncu")
     if doc is None:
-        return _text("Nsight Compute: stage not run for this case (enable with the config key `ncu: true`, or list "
+        return text("Nsight Compute: stage not run for this case (enable with the config key `ncu: true`, or list "
                      "the case under `ncu`).")
     if not doc.get("ran"):
-        return _text(f"Nsight Compute: did not run — {doc.get('reason')}.")
+        return text(f"Nsight Compute: did not run — {doc.get('reason')}.")
     df = pd.DataFrame(doc["kernels"])
-    return _table(df, ["implementation", "kernel", "duration_ns", "dram_throughput_pct", "achieved_occupancy_pct",
+    return table(df, ["implementation", "kernel", "duration_ns", "dram_throughput_pct", "achieved_occupancy_pct",
                        "registers_per_thread", "local_load_bytes", "local_store_bytes", "shared_mem_per_block_bytes"],
                   code=("kernel",))
 
@@ -513,9 +485,9 @@ def _summary_section(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict
                      (v["verdict"] if v is not None else "–")})
     df = pd.DataFrame(rows)
     return {"title": "Summary", "blocks": [
-        _text("Per case: the primary baseline's event median against the fastest Triton variant's (by event median), "
+        text("Per case: the primary baseline's event median against the fastest Triton variant's (by event median), "
               "and the claim rules' verdict for that pair. Launch-bound pairs are judged by CUDA-graph replay."),
-        _table(df, ["kernel", "shape", "dtype", "baseline", "baseline_us", "best_triton", "triton_us",
+        table(df, ["kernel", "shape", "dtype", "baseline", "baseline_us", "best_triton", "triton_us",
                     "baseline_graph_us", "triton_graph_us", "pct_copy_bw", "pct_matmul_peak", "verdict"])]}
 
 
@@ -526,9 +498,9 @@ def _references_section(data: dict[str, Any]) -> dict[str, Any] | None:
     fp = environment.fingerprint(data["environment"])
     blocks = []
     for ref in refs:
-        blocks.append(_text(f"{ref['label']} — {ref.get('source', '')}"))
-        blocks.append(_kv([(k, v) for k, v in ref.items() if k not in ("label", "source")]))
-        blocks.append(_bullets(["Not rankable against this run: " + "; ".join(claims.reference_comparability(fp, ref))]))
+        blocks.append(text(f"{ref['label']} — {ref.get('source', '')}"))
+        blocks.append(kv([(k, v) for k, v in ref.items() if k not in ("label", "source")]))
+        blocks.append(bullets(["Not rankable against this run: " + "; ".join(claims.reference_comparability(fp, ref))]))
     return {"title": "Reference numbers from elsewhere (not comparable)", "blocks": blocks}
 
 
@@ -543,27 +515,27 @@ def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], has_plot: bool)
     sections = [
         _environment_section(data), _calibration_section(data), _method_section(data),
         {"title": "What this report supports / does not support", "blocks": [
-            _text("Supports:"), _bullets(verdict["supports"] or ["No performance statement."]),
-            _text("Does not support:"), _bullets(verdict["does_not_support"])]},
+            text("Supports:"), bullets(verdict["supports"] or ["No performance statement."]),
+            text("Does not support:"), bullets(verdict["does_not_support"])]},
     ]
     sections.append(_summary_section(data, tbl))
     if has_plot:
         sections.append({"title": "Roofline", "blocks": [
             {"type": "image", "src": "roofline.png", "alt": "roofline: arithmetic intensity vs achieved TFLOP/s"},
-            _text("Ceilings are the measured copy bandwidth and library matmul peaks above; intensity uses each "
+            text("Ceilings are the measured copy bandwidth and library matmul peaks above; intensity uses each "
                   "kernel's minimal-traffic model.")]})
     for name in sorted({c["kernel"] for c in data["cases"]}):
         spec = registry.get(name)
         impls = [f"{i.name} ({i.kind}): {i.description}" for i in spec.implementations]
         controls = [f"negative control {i.name}: {i.description}" for i in spec.negative_controls]
-        sections.append({"title": f"Kernel: {name}", "blocks": [_text(spec.description), _bullets(impls + controls)]})
+        sections.append({"title": f"Kernel: {name}", "blocks": [text(spec.description), bullets(impls + controls)]})
         for case in [c for c in data["cases"] if c["kernel"] == name]:
             sections.append({"title": f"{name} · {case['shape']} · {case['dtype']}", "level": 3,
                              "blocks": _case_blocks(case, tbl)})
     for extra in (_references_section(data), _job_cost_section(data)):
         if extra:
             sections.append(extra)
-    sections.append({"title": "Data", "blocks": [_bullets([
+    sections.append({"title": "Data", "blocks": [bullets([
         "tables/timing.csv — one row per implementation and case (medians, spread, CI, throughput, % of ceilings)",
         "tables/samples.csv — every timed sample with its SM clock and flag",
         "tables/correctness.csv, tables/sweep.csv, tables/profile.csv, tables/claims.csv",
@@ -580,30 +552,3 @@ def build(results_dir: str | Path, out_dir: str | Path) -> None:
         df.to_csv(out / "tables" / f"{name}.csv", index=False)
     has_plot = roofline(data, tbl["timing"], out / "roofline.png")
     render(document(data, tbl, has_plot), out)
-
-
-def render(doc: dict[str, Any], out: Path) -> None:
-    """Write ``doc`` (title, banner, warning, sections of blocks) as report.md and report.html in ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    for template, target, escape in (("report.md.j2", "report.md", False), ("report.html.j2", "report.html", True)):
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=escape,
-                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                                 trim_blocks=True, lstrip_blocks=True)
-        env.filters["md_cell"] = _md_cell
-        env.filters["md_text"] = _md_text
-        (out / target).write_text(env.get_template(template).render(doc=doc))
-
-
-def _md_text(value: str) -> str:
-    """Markdown prose: angle brackets escaped, so C++ kernel names (``softmax<c10::Half>``) are not
-    taken for HTML tags by a Markdown renderer."""
-    return str(value).replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _md_cell(value: str, code: bool = False) -> str:
-    """A pipe-table cell: one line, pipes escaped; code cells in backticks (literal in Markdown)."""
-    text = str(value).replace("\n", " ").replace("|", "\\|")
-    if code:
-        ticks = "``" if "`" in text else "`"
-        return f"{ticks}{text}{ticks}"
-    return _md_text(text)
