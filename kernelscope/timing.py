@@ -112,8 +112,10 @@ def _sample_batch(fn: Callable[[], Any], flush: _L2Flusher, settings: TimingSett
             flush()
             start.record()
             fn()
-            launched_us.append((time.perf_counter() - t0) * 1e6)
             end.record()
+            # read after end.record, so no host work sits between the kernel and its end event (this
+            # over-states the launch time by one record call: the count errs towards flagging)
+            launched_us.append((time.perf_counter() - t0) * 1e6)
         pairs[-1][1].synchronize()
         samples = [start.elapsed_time(end) * 1e3 for start, end in pairs]
         gpu_reaches = head_start_us + np.concatenate([[0.0], np.cumsum(samples[:-1])])
