@@ -382,8 +382,7 @@ def _online_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | Non
     if block_n // threads > 64:
         return f"{block_n // threads} fp32 values a thread for x and exp(x): registers spill"
     programs_per_sm = int(config.get("programs_per_sm", 0))
-    l2_hints = bool(config.get("l2_hints", 0))
-    if programs_per_sm and persistent_grid(shape["M"], programs_per_sm) == shape["M"] and programs_per_sm > 1:
+    if programs_per_sm > 1 and persistent_grid(shape["M"], programs_per_sm) == shape["M"]:
         return (f"programs_per_sm={programs_per_sm} gives a grid of all {shape['M']} rows: the same launch as a "
                 f"smaller programs_per_sm or one program per row")
     return None

@@ -125,6 +125,11 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], aa_rel: float | None, in
                    f"p = {cmp['mannwhitney_p']:.2g}, above the {floor:.1%} threshold"}
 
 
+def passed_gate(correctness_doc: Mapping[str, Any] | None) -> set[str]:
+    """The implementations that passed a case's correctness gate."""
+    return {r["implementation"] for r in (correctness_doc or {}).get("implementations", []) if r["status"] == "pass"}
+
+
 def graph_aa_floor(timing_doc: Mapping[str, Any]) -> float | None:
     """The A/A floor of the CUDA-graph replay times (primary baseline's A1 vs A2), where both have one."""
     blocks = {r.get("block"): r for r in timing_doc["implementations"] if r.get("block") in ("A1", "A2")}
@@ -138,7 +143,7 @@ def case_claims(timing_doc: Mapping[str, Any], correctness_doc: Mapping[str, Any
     """Each Triton variant against every baseline of the case."""
     recs = {r["implementation"]: r for r in timing_doc["implementations"] if r.get("block") != "A2"}
     aa_graph = graph_aa_floor(timing_doc)
-    passed = {r["implementation"] for r in (correctness_doc or {}).get("implementations", []) if r["status"] == "pass"}
+    passed = passed_gate(correctness_doc)
     aa = (timing_doc.get("aa_floor") or {}).get("rel_diff")
     interpreter = bool(timing_doc.get("interpreter"))
     claims = []

@@ -38,9 +38,7 @@ CROSS_GPU = "cross-GPU (same software)"
 
 def _method(data: Mapping[str, Any]) -> dict[str, Any]:
     """What decides how a sample was taken: the timing settings and the enqueue modes actually used."""
-    modes = sorted({rec.get("enqueue", "per-sample-sync") for case in data["cases"] if case["timing"]
-                    for rec in case["timing"]["implementations"] if rec.get("status") == "ok"})
-    return {"timing settings": data["specs"].get("timing", {}), "enqueue": modes}
+    return {"timing settings": data["specs"].get("timing", {}), "enqueue": sorted(report.enqueue_modes(data))}
 
 
 def comparability(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
@@ -68,11 +66,6 @@ def _cases(data: Mapping[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]
     return {(c["kernel"], c["shape"], c["dtype"]): c for c in data["cases"]}
 
 
-def _passed(case: Mapping[str, Any]) -> set[str]:
-    return {r["implementation"] for r in (case.get("correctness") or {}).get("implementations", [])
-            if r["status"] == "pass"}
-
-
 def _records(case: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Each implementation's first timed block (A1 for the primary baseline)."""
     return {r["implementation"]: r for r in (case.get("timing") or {}).get("implementations", [])
@@ -91,7 +84,8 @@ def _graph_floor(*docs: Mapping[str, Any]) -> float | None:
 
 
 def _fastest(case: Mapping[str, Any]) -> str | None:
-    ok = [r for name, r in _records(case).items() if r.get("status") == "ok" and name in _passed(case)]
+    ok = [r for name, r in _records(case).items() if r.get("status") == "ok"
+          and name in claims.passed_gate(case.get("correctness"))]
     return min(ok, key=lambda r: r["median_us"])["implementation"] if ok else None
 
 
@@ -104,7 +98,7 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any]) -> pd.DataFrame:
         if not (ca.get("timing") and cb.get("timing")):
             continue
         ra, rb = _records(ca), _records(cb)
-        passed = _passed(ca) & _passed(cb)
+        passed = claims.passed_gate(ca.get("correctness")) & claims.passed_gate(cb.get("correctness"))
         floor = _floor(ca["timing"], cb["timing"])
         graph_floor = _graph_floor(ca["timing"], cb["timing"])
         for name in [n for n in ra if n in rb]:
@@ -170,8 +164,9 @@ def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[
     return {"supports": supports, "does_not_support": refuses}
 
 
-def document(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-    verdict = comparability(a, b)
+def document(a: Mapping[str, Any], b: Mapping[str, Any], verdict: Mapping[str, Any],
+             rows: pd.DataFrame) -> dict[str, Any]:
+    """The comparison document for ``comparability(a, b)`` and, where comparable, ``compare_cases(a, b)``."""
     la, lb = a["specs"]["device"], b["specs"]["device"]
     fa, fb = verdict["fingerprint_a"], verdict["fingerprint_b"]
     runs = pd.DataFrame([{"field": k, "A": fa.get(k), "B": fb.get(k)} for k in ("gpu", *SOFTWARE)] + [
@@ -189,7 +184,6 @@ def document(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
         banner = f"{la} (A) vs {lb} (B): not comparable."
         return {"title": f"kernelscope comparison — {la} vs {lb}", "banner": banner,
                 "warning": "NOT COMPARABLE: " + "; ".join(verdict["reasons"]), "sections": sections}
-    rows = compare_cases(a, b)
     stated = _statements(verdict["kind"], rows, a, b)
     sections.append({"title": "What this comparison supports / does not support", "blocks": [
         text(f"Kind: {verdict['kind']}. B against A under the claim rules: Mann–Whitney p < {claims.ALPHA} "
@@ -213,8 +207,8 @@ def build(results_a: str | Path, results_b: str | Path, out_dir: str | Path) -> 
     """Write ``out_dir/report.{md,html}`` and ``out_dir/comparison.csv``; returns the comparability verdict."""
     a, b = report.collect(Path(results_a)), report.collect(Path(results_b))
     out = Path(out_dir)
-    render(document(a, b), out)
     verdict = comparability(a, b)
     rows = compare_cases(a, b) if verdict["kind"] != NOT_COMPARABLE else pd.DataFrame()
+    render(document(a, b, verdict, rows), out)
     rows.to_csv(out / "comparison.csv", index=False)
     return verdict

@@ -285,7 +285,8 @@ def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
     return {"title": "Environment", "blocks": [kv(pairs)]}
 
 
-def _enqueue_modes(data: dict[str, Any]) -> set[str]:
+def enqueue_modes(data: dict[str, Any]) -> set[str]:
+    """How the run's timed samples were enqueued (``batched:<k>``, or ``per-sample-sync`` for older records)."""
     return {rec.get("enqueue", "per-sample-sync") for case in data["cases"] if case["timing"]
             for rec in case["timing"]["implementations"] if rec.get("status") == "ok"}
 
@@ -314,7 +315,7 @@ def _starvation_note(recs: list[dict[str, Any]]) -> str:
 def _method_section(data: dict[str, Any]) -> dict[str, Any]:
     specs = data["specs"]
     t = specs["timing"]
-    modes = _enqueue_modes(data)
+    modes = enqueue_modes(data)
     enqueue = []
     if any(m.startswith("batched") for m in modes):
         recs = [rec for case in data["cases"] if case["timing"] for rec in case["timing"]["implementations"]

@@ -37,6 +37,11 @@ def _edit(path: Path, fn) -> None:
     path.write_text(json.dumps(doc))
 
 
+def _document(a: Path, b: Path) -> dict:
+    ca, cb = report.collect(a), report.collect(b)
+    return compare.document(ca, cb, compare.comparability(ca, cb), compare.compare_cases(ca, cb))
+
+
 def _rows(a: Path, b: Path):
     return compare.compare_cases(report.collect(a), report.collect(b))
 
@@ -70,8 +75,7 @@ def test_a_real_slowdown_in_the_rerun_is_found_and_a_small_one_is_not(h200, tmp_
     assert row["verdict"] == claims.SLOWER and row["b_time_over_a"] == pytest.approx(1.10, rel=1e-3)
     assert rows.loc[("softmax", "M8192_N8192", "triton_online"), "verdict"] == claims.UNRESOLVED
     assert rows.loc[("softmax", "M8192_N8192", "torch"), "verdict"] == claims.UNRESOLVED
-    doc = compare.document(report.collect(h200), report.collect(rerun))
-    text = json.dumps(doc)
+    text = json.dumps(_document(h200, rerun))
     assert "triton_row: the rerun is slower than nvidia-h200" in text
 
 
@@ -115,7 +119,7 @@ def test_other_gpu_same_software_gives_cross_gpu_verdicts(h200, tmp_path):
     rows = compare.compare_cases(a, b)
     case = rows[(rows["shape"] == "M8192_N8192") & (rows["verdict"] != compare.NOT_COMPARABLE)]
     assert (case["verdict"] == claims.FASTER).all()
-    text = json.dumps(compare.document(a, b))
+    text = json.dumps(compare.document(a, b, compare.comparability(a, b), rows))
     assert "fastest correct implementation (by event median) is triton_row on nvidia-h200 and triton_row on nvidia-h100" in text
 
 
