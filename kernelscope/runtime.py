@@ -96,7 +96,7 @@ def device_limits() -> dict:
     memory per block, L2 size for cache flushing). Under the interpreter, nominal values."""
     if select_backend() != "cuda":
         return {"num_sms": 4, "max_shared_mem_per_block": 228 * 1024, "l2_bytes": 4 * 2**20,
-                "capability": (0, 0), "interpreter": True}
+                "capability": (0, 0), "interpreter": True, "regs_per_sm": 65536, "max_threads_per_sm": 2048}
     props = torch.cuda.get_device_properties(0)
     shared = getattr(props, "shared_memory_per_block_optin", None) or getattr(props, "max_shared_memory_per_block_optin", None)
     if not shared:
@@ -107,4 +107,7 @@ def device_limits() -> dict:
             shared = 48 * 1024
     return {"num_sms": props.multi_processor_count, "max_shared_mem_per_block": int(shared),
             "l2_bytes": int(getattr(props, "L2_cache_size", 50 * 2**20)),
-            "capability": (props.major, props.minor), "interpreter": False}
+            "capability": (props.major, props.minor), "interpreter": False,
+            # occupancy inputs (torch names them since 2.x; 64K registers and 2048 threads an SM from sm_70 on)
+            "regs_per_sm": int(getattr(props, "regs_per_multiprocessor", 65536)),
+            "max_threads_per_sm": int(getattr(props, "max_threads_per_multi_processor", 2048))}

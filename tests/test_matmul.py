@@ -47,6 +47,25 @@ def test_masked_edges_over_many_tiles(impl, extra, dtype):
     assert result["status"] == "pass", result["failure"]
 
 
+@pytest.mark.parametrize("impl,extra", [(GROUPED, {}), (PERSISTENT, {"TMA": 0})], ids=["grouped", "persistent"])
+@pytest.mark.parametrize("K", [5, 40], ids=["tail_only", "stride_40"])
+def test_k_tail_alone_and_hinted_strides(impl, extra, K):
+    # K=5 < BLOCK_K=16: the unmasked main loop runs zero times and the tail block alone sums the 5 terms.
+    # K=40: two full blocks and an 8-wide tail; A's row stride 40 is promised to the compiler as a
+    # multiple of 8 (ALIGN_AM=8), the rewrite that gives K=1000 its 16-byte loads.
+    shape = _shape(M=24, N=20, K=K)
+    inputs = SPEC.make_inputs(shape, torch.float16, runtime.device(), 0)
+    assert mm._alignments(inputs["a"], inputs["b"])["ALIGN_AM"] == {5: 1, 40: 8}[K]
+    result = _gate(impl, shape, torch.float16, _small(16, 2, **extra), seeds=(0, 1))
+    assert result["status"] == "pass", result["failure"]
+
+
+@pytest.mark.parametrize("stride,expected", [(0, 1), (1, 1), (6, 2), (40, 8), (1000, 8), (4096, 16), (48, 16)])
+def test_stride_alignment_is_the_largest_power_of_two_divisor_up_to_16(stride, expected):
+    assert mm.stride_alignment(stride) == expected
+    assert stride % expected == 0
+
+
 @pytest.mark.parametrize("trans_a,trans_b", [(1, 0), (0, 1), (1, 1)], ids=["A_T", "B_T", "both_T"])
 @pytest.mark.parametrize("impl,extra", [(GROUPED, {}), (PERSISTENT, {"TMA": 0}), (PERSISTENT, {"TMA": 1})],
                          ids=["grouped", "persistent_pointers", "persistent_tma"])

@@ -16,7 +16,7 @@ from kernels import softmax
 
 SPEC = softmax.KERNEL
 SEEDS = (0, 1, 2)  # one seed per input regime of make_inputs (N(0,1); +100 offset; wide spread)
-TRITON = ("triton_row", "triton_persistent", "triton_online")
+TRITON = ("triton_row", "triton_persistent", "triton_online", "triton_split")
 NUM_SMS = 4  # kernelscope.runtime.device_limits() under the interpreter
 
 # H200 limits for checking the declared config spaces against the device they are for.
@@ -66,6 +66,10 @@ def test_non_power_of_two_width(name, dtype):
     # persistent grid: the interpreter has 4 SMs, so 4 programs loop over the 6 rows (two do a second row)
     ("triton_online", {"BLOCK_N": 64, "num_warps": 2, "programs_per_sm": 1}, 129),
     ("triton_online", {"BLOCK_N": 64, "num_warps": 2, "programs_per_sm": 2, "l2_hints": 1}, 129),
+    # teams of 2 and 3 programs (the last one holding a 1-wide tail); programs_per_sm=1 gives 4 programs, so
+    # one or two teams loop over the 6 rows
+    ("triton_split", {"CHUNK": 64, "num_warps": 2, "programs_per_sm": 1}, 65),
+    ("triton_split", {"CHUNK": 64, "num_warps": 2, "programs_per_sm": 1}, 129),
 ])
 def test_one_more_than_a_block(name, config, n_cols):
     assert_pass(gate(name, shape(M=6, N=n_cols), torch.float32, config))
@@ -98,6 +102,9 @@ def inputs_with_infinities(dtype: torch.dtype) -> torch.Tensor:
     ("triton_persistent", {"programs_per_sm": 1, "num_stages": 2, "num_warps": 4}),
     ("triton_online", {"BLOCK_N": 64, "num_warps": 2}),
     ("triton_online", {"BLOCK_N": 512, "num_warps": 4}),
+    # teams of 5 (the first two chunks of row 1 all -inf, the last chunk 44 wide), and of 1
+    ("triton_split", {"CHUNK": 64, "num_warps": 2, "programs_per_sm": 2}),
+    ("triton_split", {"CHUNK": 512, "num_warps": 4, "programs_per_sm": 2}),
 ])
 def test_minus_infinity_entries_and_rows_match_torch(name, config, dtype):
     x = inputs_with_infinities(dtype)
@@ -196,7 +203,7 @@ def test_online_control_is_rejected_and_only_its_rescale_is_wrong():
 def test_config_spaces_fit_the_h200_and_contain_no_pruned_default():
     for shp in SPEC.shape_sets["gpu"]:
         for dtype in SPEC.tolerances:
-            for name in ("triton_persistent", "triton_online"):
+            for name in ("triton_persistent", "triton_online", "triton_split"):
                 impl = SPEC.implementation(name)
                 if impl.unsupported_reason(shp, dtype):
                     continue
@@ -239,3 +246,63 @@ def test_row_kernel_prunes_warp_counts_that_spill_on_wide_rows():
     assert row.prune({"num_warps": 16}, wide, torch.float16, H200) is None
     assert row.prune(row.default_config(wide, torch.float16), wide, torch.float16, H200) is None
     assert row.prune({"num_warps": 1}, shape(M=4, N=1000), torch.float16, H200) is None
+
+
+# --- triton_split: the team barrier ------------------------------------------------------------------
+
+def test_split_handles_the_widest_rows_in_teams():
+    # 262144 columns in 32 chunks of 8192 (the GPU default): each row is one team's, read once.
+    shp = shape(M=2, N=262144)
+    config = SPEC.implementation("triton_split").default_config(shp, torch.float32)
+    assert softmax.split_parts(262144, config["CHUNK"]) == 32
+    assert_pass(gate("triton_split", shp, torch.float32, config, seeds=(1,)))
+
+
+def test_split_restores_its_workspace_after_every_call():
+    # The last reader of each row poisons the partials with NaN and zeroes the counter, so a second launch
+    # starts from the state the first did and gives the same bits.
+    x = softmax.make_inputs(shape(M=6, N=129), torch.float32, torch.device("cpu"), seed=2)["x"]
+    out = SPEC.make_output({"x": x})
+    run_split = softmax._prepare_split({"x": x}, out, {"CHUNK": 32, "num_warps": 1, "programs_per_sm": 2})
+    first = run_split().clone()
+    work = run_split.workspace
+    assert torch.isnan(work.stats).all() and (work.arrived == 0).all()
+    assert torch.equal(run_split(), first)
+
+
+def test_split_without_its_barrier_reads_poison_not_plausible_numbers():
+    # The one-launch GPU mode under the interpreter, where programs run one after another: the first
+    # program of each team cannot see its teammates arrive, gives up after MAX_SPINS, and combines
+    # partials nobody published. They read as NaN, so the rows come out NaN (the gate's failure), never as
+    # a plausible but wrong softmax.
+    x = softmax.make_inputs(shape(M=3, N=129), torch.float32, torch.device("cpu"), seed=0)["x"]
+    out = torch.zeros_like(x)
+    split, chunk = 3, 64
+    work = softmax._SplitWorkspace(3, 4, x.device)
+    softmax._split_softmax_kernel[(3 * split,)](out, x, work.stats, work.arrived, 3, 129, split, x.stride(0),
+                                                out.stride(0), CHUNK=chunk, SPLIT_BLOCK=4, PHASE=0, MAX_SPINS=2,
+                                                num_warps=1)
+    assert torch.isnan(out[:, :chunk]).all()  # part 0 of every team ran first and saw no partial but its own
+    gated = correctness.compare(out, correctness.reference_for(SPEC, {"x": x}), 1e-7, 2e-5)
+    assert not gated["ok"]
+
+
+def test_split_grid_holds_whole_teams_that_are_all_resident():
+    h200 = {"num_sms": 132, "max_shared_mem_per_block": 227 * 1024, "regs_per_sm": 65536,
+            "max_threads_per_sm": 2048}
+    # ptxas counts for sm_90 (see _split_configs): 64 registers at 8 warps -> 4 programs an SM; 84 at 16
+    # warps -> 1 (two would need 2 x 16 x 2816 = 90112 of the 65536 registers); 56 at 4 warps -> 9 (65536 //
+    # (4 x 1792), registers, not the 16 that threads allow); 16 at 1 warp -> 32 (the blocks-an-SM limit)
+    assert softmax.resident_programs(64, 8, 32, h200) == 4 * 132
+    assert softmax.resident_programs(84, 16, 64, h200) == 132
+    assert softmax.resident_programs(56, 4, 16, h200) == 9 * 132
+    assert softmax.resident_programs(16, 1, 16, h200) == 32 * 132
+    assert softmax.resident_programs(32, 4, 200 * 1024, h200) == 132  # shared memory allows one
+    assert softmax.resident_programs(None, 8, 0, h200) == 132         # unknown registers: one an SM
+    # 262144 columns in chunks of 8192: teams of 32; 4 an SM allows 16 teams (512 programs) of the 528
+    assert softmax.split_grid(256, 32, 4, 4 * 132, 132) == 512
+    # the request is capped by residency: asking 8 an SM where 1 fits gives 4 teams of 32 (128 <= 132)
+    assert softmax.split_grid(256, 32, 8, 132, 132) == 128
+    assert softmax.split_grid(3, 4, 4, 528, 132) == 12                 # never more teams than rows
+    with pytest.raises(ValueError, match="team of 200 programs"):
+        softmax.split_grid(256, 200, 1, 132, 132)
