@@ -422,7 +422,7 @@ def _hull_excess(out: torch.Tensor, inputs: Inputs) -> float:
     return float(excess.max() / v.abs().max())
 
 
-def _hull_limit(dtype: torch.dtype) -> float:
+def _hull_limit(dtype: torch.dtype, inputs: Inputs | None = None) -> float:
     # P rounded to the input dtype (eps/2 relative each) makes the weights sum to 1 +- eps/2, so O may
     # pass the hull by eps/2 * max|V| before its own rounding adds at most eps/2 * |O|: eps in all,
     # doubled for the fp32 accumulation over up to 8192 keys.

@@ -268,7 +268,7 @@ def _row_variance_error(out: torch.Tensor, inputs: Inputs) -> float:
     return float((xhat.var(dim=-1, unbiased=False) - expected).abs().max())
 
 
-def _moment_limit(dtype: torch.dtype) -> float:
+def _moment_limit(dtype: torch.dtype, inputs: Inputs | None = None) -> float:
     # Storing y rounds it by u = eps/2 relative; undoing the affine step divides by weight >= 0.5, so
     # xhat_i is off by <= 2u |y_i|, with |y| <= 1.5 |xhat| + |bias| <~ 10. A row's mean is then off by
     # <= 20u = 10 eps and its variance (2 cov(xhat, error)) by <~ 8u = 4 eps; 16 eps also covers the

@@ -52,6 +52,7 @@ blocks read before the max overcount by ``exp(m_new - m_old)``).
 from __future__ import annotations
 
 import inspect
+import math
 
 import torch
 import triton
@@ -570,6 +571,20 @@ def _prepare_split(inputs: Inputs, out: torch.Tensor, config, max_spins: int = M
     return run
 
 
+# Narrowest row triton_split is run on: narrower rows fit one program's registers (triton_row), and on
+# the H200 (run of 93b7ea7) the per-row barrier made the split kernel 1.5x (N=8192) to 33x (N=512, 131072
+# rows) slower than triton_row. Below this it is a cost without a question to answer; the kernel itself
+# works at any width (the tests lower this bound).
+SPLIT_MIN_N = 16384
+
+
+def _split_supports(shape: Shape, dtype: torch.dtype) -> str | None:
+    if shape["N"] < SPLIT_MIN_N:
+        return (f"N={shape['N']} < {SPLIT_MIN_N}: the row fits one program (triton_row), and a team barrier a "
+                f"row only adds latency")
+    return None
+
+
 def _split_default(shape: Shape, dtype: torch.dtype) -> dict:
     # A quarter of the padded row a program (so even the CPU shapes split into teams of 3-4), at most
     # 8192 columns: 32 fp32 values a thread at 8 warps, live across the barrier (64 registers in the
@@ -661,10 +676,14 @@ def _row_sum_error(out: torch.Tensor, inputs: Inputs) -> float:
     return float((out.to(torch.float64).sum(dim=-1) - 1.0).abs().max())
 
 
-def _row_sum_limit(dtype: torch.dtype) -> float:
-    # Each stored probability carries up to half an ulp of relative error, so the row sum is off by at
+def _row_sum_limit(dtype: torch.dtype, inputs: Inputs) -> float:
+    # Storing: each probability carries up to half an ulp of relative error, so the row sum is off by at
     # most ~eps/2 summed over the row's mass (which is 1): eps of the stored dtype, with margin 4x.
-    return 4 * torch.finfo(dtype).eps
+    # Computing: the fp32 normaliser is a sum of N terms, which a tree reduction gets to within
+    # ceil(log2 N) half-ulps (eps32 / 2 each), and dividing by it adds one more: eps32 * ceil(log2 N),
+    # doubled. At N=16500 torch's own CPU softmax misses the first term alone (1.3e-6 > 4.8e-7, fp32).
+    n_cols = max(2, inputs["x"].shape[-1])
+    return 4 * torch.finfo(dtype).eps + 2 * math.ceil(math.log2(n_cols)) * torch.finfo(torch.float32).eps
 
 
 def _naive_no_max(inputs: Inputs, out, config):
@@ -712,7 +731,8 @@ KERNEL = KernelSpec(
                        description="a team of cdiv(N, CHUNK) programs a row, each holding its chunk in registers; "
                                    "partial max/sum exchanged through global memory behind an atomic barrier, so "
                                    "x is read once however wide the row",
-                       configs=_split_configs, default_config=_split_default, prune=_split_prune),
+                       configs=_split_configs, default_config=_split_default, prune=_split_prune,
+                       supports=_split_supports),
         Implementation("torch", "eager", _torch_eager, description="torch.softmax (ATen)", writes_out=False),
         Implementation("torch_compile", "compile", _torch_compile,
                        description="torch.compile(torch.softmax), Inductor-generated Triton", writes_out=False),
@@ -744,6 +764,8 @@ KERNEL = KernelSpec(
                "4 SMs x programs_per_sm, so persistent programs loop over several rows", M=33, N=70, stride=80),
             shape_entry("one more than a block: 129 pads to 256", M=16, N=129),
             shape_entry("online loop: the default BLOCK_N=128 gives blocks of 128, 128 and a 44-wide tail", M=3, N=300),
+            shape_entry("a row wide enough for triton_split: teams of 3 programs (8192, 8192 and a 116-wide tail), "
+               "and 5 online blocks of 4096 with a 116-wide tail", M=3, N=16500),
         ],
         # The HBM-bound shapes hold M*N = 2^26 elements (268 MB of traffic at fp16) with N from 512 to
         # 262144, so the same bytes move through short rows (persistent vs row) and wide rows (online).

@@ -11,6 +11,7 @@ and host wall time per call.
 from __future__ import annotations
 
 import dataclasses
+import time
 import traceback
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +25,7 @@ from kernelscope.spec import Implementation, KernelSpec, Shape
 def _measure_impl(spec: KernelSpec, impl: Implementation, inputs, shape: Shape, dtype: torch.dtype,
                   config: Mapping[str, Any], settings: timing.TimingSettings,
                   monitor: clocks.ClockMonitor | None) -> dict[str, Any]:
+    started = time.perf_counter()
     rec: dict[str, Any] = {"implementation": impl.name, "kind": impl.kind, "config": dict(config)}
     reason = impl.unsupported_reason(shape, dtype)
     if reason:
@@ -42,6 +44,9 @@ def _measure_impl(spec: KernelSpec, impl: Implementation, inputs, shape: Shape, 
                     "traceback": traceback.format_exc(limit=6)})
         if runtime.select_backend() == "cuda":
             torch.cuda.synchronize()
+    # everything this implementation cost the job: prepare, first call, clock warm-up, warm-up, samples,
+    # graph replay and host timing (``wall_s`` is the sampling alone)
+    rec["job_wall_s"] = time.perf_counter() - started
     return rec
 
 
@@ -51,6 +56,7 @@ def time_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_configs: 
     """``best_configs`` maps each Triton variant to the config its sweep chose (absent: no valid config).
     Implementations in ``failed_correctness`` are not timed: a fast wrong kernel is not a result."""
     failed_correctness = failed_correctness or {}
+    started = time.perf_counter()
     device = runtime.device()
     inputs = spec.make_inputs(shape, dtype, device, seed)
     monitor = clocks.ClockMonitor() if runtime.select_backend() == "cuda" else None
@@ -58,6 +64,7 @@ def time_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_configs: 
     if monitor is not None and monitor.available:
         warm = primary.prepare(inputs, spec.make_output(inputs), {})
         monitor.settle(warm, seconds=settings.clock_warmup_s * 2)
+    setup_s = time.perf_counter() - started  # inputs, NVML, the clock settle
 
     def run(impl: Implementation, config: Mapping[str, Any]) -> dict[str, Any]:
         if impl.name in failed_correctness:
@@ -89,5 +96,6 @@ def time_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_configs: 
         "nvml": monitor.static_info() if monitor else {"nvml": "not used: no CUDA device"},
         "steady_sm_mhz": monitor.steady_sm_mhz if monitor else None,
         "aa_floor": aa,
+        "setup_s": setup_s,
         "implementations": results,
     }

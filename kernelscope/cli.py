@@ -21,6 +21,9 @@ from typing import Any
 
 
 _MAIN_STARTED = time.perf_counter()
+#: seconds from the start of main to the end of each named phase of a per-case job (recorded in job_s, so a
+#: GPU session can see where its per-job time goes: most of it is not the measurement)
+_PHASES: dict[str, float] = {}
 
 # torch.compile compiles in this process instead of starting a pool of compile workers: one small graph
 # per job gains nothing from the pool, and starting and stopping it cost seconds of every GPU job (it is
@@ -70,7 +73,7 @@ def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
             "torch": torch.__version__, "triton": triton.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "kernel_module_sha256": container.sha256_file(source),
             # the stage's part of the job's wall time (the Snakemake benchmark file has the whole, start and exit included)
-            "job_s": {"stage": time.perf_counter() - _MAIN_STARTED}}
+            "job_s": {"stage": time.perf_counter() - _MAIN_STARTED, **_PHASES}}
 
 
 def _resolve(args) -> tuple[dict, Any, Any, Any, dict]:
@@ -80,6 +83,8 @@ def _resolve(args) -> tuple[dict, Any, Any, Any, dict]:
     specs = _load(args.specs)
     runtime.check_device_key(specs.get("hardware", specs["device"]))
     spec, shape, case = cases.load_case(specs, args.kernel, args.shape, args.dtype)
+    # imports (torch, triton, the kernel module) and CUDA initialisation (the device-key check)
+    _PHASES["setup"] = time.perf_counter() - _MAIN_STARTED
     return specs, spec, shape, DTYPES[args.dtype], case
 
 

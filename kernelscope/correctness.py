@@ -116,7 +116,7 @@ def check_seed(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torc
         failures.append(f"output dtype {actual.dtype} != input dtype {dtype}")
     for inv in spec.invariants:
         err = inv.measure(actual, inputs)
-        limit = inv.limit(dtype)
+        limit = inv.limit(dtype, inputs)
         record[inv.name] = err
         if not err <= limit:
             failures.append(f"{inv.name}={err:.3g} exceeds {limit:.3g} ({inv.reason})")

@@ -66,11 +66,12 @@ class Shape:
 
 @dataclasses.dataclass(frozen=True)
 class Invariant:
-    """A property besides closeness (softmax rows sum to 1, ...). ``measure`` returns an error >= 0."""
+    """A property besides closeness (softmax rows sum to 1, ...). ``measure`` returns an error >= 0;
+    ``limit(dtype, inputs)`` the largest error allowed (the inputs give sizes that bounds may grow with)."""
 
     name: str
     measure: Callable[[torch.Tensor, Inputs], float]
-    limit: Callable[[torch.dtype], float]
+    limit: Callable[[torch.dtype, Inputs], float]
     reason: str
 
 
