@@ -168,7 +168,7 @@ def cmd_compare(args) -> None:
         if not (Path(path) / "specs.json").exists():
             sys.exit(f"kernelscope compare: {path}/specs.json does not exist: pass a results/<device> directory "
                      f"of a finished run")
-    verdict = compare.build(args.a, args.b, args.out)
+    verdict = compare.build(args.a, args.b, args.out, label_a=args.label_a, label_b=args.label_b)
     print(f"{args.a} vs {args.b}: {verdict['kind']}" + (f" ({'; '.join(verdict['reasons'])})" if verdict["reasons"] else ""))
 
 
@@ -208,6 +208,8 @@ def main(argv: list[str] | None = None) -> None:
     p = stage("compare", cmd_compare, case=False)
     p.add_argument("--a", required=True, help="results/<device> of run A")
     p.add_argument("--b", required=True, help="results/<device> of run B")
+    p.add_argument("--label-a", help="name of run A in the document (default: its device key)")
+    p.add_argument("--label-b", help="name of run B in the document (default: its device key)")
 
     args = parser.parse_args(argv)
     from kernelscope import runtime

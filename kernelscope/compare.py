@@ -14,7 +14,11 @@ runs can be compared at all is decided first, from their environment records and
   and case; and whether each run's fastest correct implementation of a case is the same one.
 
 Only implementations that passed the correctness gate in both runs are compared, and a Triton variant
-tuned to different configs in the two runs is compared as tuned, with both configs shown.
+tuned to different configs in the two runs is compared as tuned, with both configs shown. Where a case's
+kernel module differs between the runs (its sha256 in the timing records), a rerun's difference in a
+Triton variant is a before/after of that code change, and says so; across GPUs such a variant is not
+compared (GPU and code would be confounded). The module's torch baselines call the same library code
+either way, so they are compared as usual.
 """
 
 from __future__ import annotations
@@ -89,8 +93,10 @@ def _fastest(case: Mapping[str, Any]) -> str | None:
     return min(ok, key=lambda r: r["median_us"])["implementation"] if ok else None
 
 
-def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any]) -> pd.DataFrame:
-    """One row per implementation of every case both runs timed: B against A under the claim rules."""
+def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None = None) -> pd.DataFrame:
+    """One row per implementation of every case both runs timed: B against A under the claim rules.
+    ``kind``: the runs' ``comparability`` kind (worked out here when not given)."""
+    kind = kind or comparability(a, b)["kind"]
     rows = []
     cases_a, cases_b = _cases(a), _cases(b)
     for key in [k for k in cases_a if k in cases_b]:
@@ -101,17 +107,24 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any]) -> pd.DataFrame:
         passed = claims.passed_gate(ca.get("correctness")) & claims.passed_gate(cb.get("correctness"))
         floor = _floor(ca["timing"], cb["timing"])
         graph_floor = _graph_floor(ca["timing"], cb["timing"])
+        sha_a, sha_b = ca["timing"].get("kernel_module_sha256"), cb["timing"].get("kernel_module_sha256")
+        code_changed = bool(sha_a and sha_b and sha_a != sha_b)
         for name in [n for n in ra if n in rb]:
             rec_a, rec_b = ra[name], rb[name]
             row = {"kernel": key[0], "shape": key[1], "dtype": key[2], "implementation": name,
                    "a_us": rec_a.get("median_us"), "b_us": rec_b.get("median_us"),
-                   "config_a": rec_a.get("config") or {}, "config_b": rec_b.get("config") or {}}
+                   "config_a": rec_a.get("config") or {}, "config_b": rec_b.get("config") or {},
+                   "kernel_source": "changed" if code_changed else "same",
+                   "kind": rec_b.get("kind") or rec_a.get("kind")}
             untimed = [f"{run}: {rec.get('status')} ({rec.get('reason', '')})".replace(" ()", "")
                        for run, rec in (("A", rec_a), ("B", rec_b)) if rec.get("status") != "ok"]
             if untimed:
                 row.update(verdict=NOT_COMPARABLE, why="no timing in " + "; ".join(untimed))
             elif name not in passed:
                 row.update(verdict=NOT_COMPARABLE, why="did not pass the correctness gate in both runs")
+            elif code_changed and kind == CROSS_GPU and row["kind"] == "triton":
+                row.update(verdict=NOT_COMPARABLE, why=f"the kernel module differs between the runs ({sha_a[:12]} vs "
+                                                      f"{sha_b[:12]}): GPU and code would be confounded")
             else:
                 # B's record as "a" of the claim: the verdict reads "B is faster / slower than A"
                 claim = claims.compare(rec_b, rec_a, floor, interpreter=False, aa_graph_rel=graph_floor)
@@ -120,12 +133,14 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any]) -> pd.DataFrame:
                 row.update(verdict=claim["verdict"], why=claim["why"], basis=claim.get("basis"),
                            b_time_over_a=(claim["median_a_us"] / claim["median_b_us"]
                                           if claim.get("median_b_us") else None))
+            if code_changed and row.get("verdict") != NOT_COMPARABLE and row["kind"] == "triton":
+                row["why"] = f"kernel module changed between the runs ({sha_a[:12]} → {sha_b[:12]}); {row['why']}"
             if row["config_a"] != row["config_b"]:
                 row["why"] = f"{row['why']}; tuned configs differ: A {row['config_a']}, B {row['config_b']}"
             rows.append(row)
     columns = ["kernel", "shape", "dtype", "implementation", "a_us", "b_us", "b_time_over_a", "verdict", "basis",
-               "why"]
-    return pd.DataFrame(rows, columns=columns + ["config_a", "config_b"])
+               "kernel_source", "why"]
+    return pd.DataFrame(rows, columns=columns + ["kind", "config_a", "config_b"])
 
 
 def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -135,11 +150,18 @@ def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[
     same = rows[rows["verdict"] == claims.UNRESOLVED] if not rows.empty else rows
     what = "the rerun" if kind == RERUN else lb
     for _, r in changed.iterrows():
-        supports.append(f"{r['kernel']} {r['shape']} {r['dtype']} {r['implementation']}: {what} is {r['verdict']} "
+        # a changed module changes its Triton variants; its torch baselines call the same library code
+        subject = f"{lb}'s code" if r["kernel_source"] == "changed" and r["kind"] == "triton" else what
+        supports.append(f"{r['kernel']} {r['shape']} {r['dtype']} {r['implementation']}: {subject} is {r['verdict']} "
                         f"than {la}: {r['b_us']:.3f} µs vs {r['a_us']:.3f} µs ({r['why']}).")
     if kind == RERUN and len(same):
         supports.append(f"{len(same)} of {len(rows)} implementation × case timings reproduced: no difference "
                         "resolved between the two runs (within both runs' A/A floors, or not significant).")
+    commits = [(d["environment"].get("git") or {}).get("commit") for d in (a, b)]
+    if commits[0] != commits[1]:
+        refuses.append(f"Attributing a difference in a case whose kernel module did not change to the GPU or to "
+                       f"chance alone: the runs are of different commits ({commits[0]} vs {commits[1]}), so the "
+                       "measuring code may differ too.")
     elif len(same):
         refuses.extend(f"An ordering of {la} and {lb} for {r['kernel']} {r['shape']} {r['dtype']} "
                        f"{r['implementation']}: {r['why']}." for _, r in same.iterrows())
@@ -197,18 +219,23 @@ def document(a: Mapping[str, Any], b: Mapping[str, Any], verdict: Mapping[str, A
         text("a_us, b_us: each run's median (event median, or CUDA-graph replay where the basis says so "
                      "the comparison used it); b_time_over_a above 1 means B took longer."),
         table(rows, ["kernel", "shape", "dtype", "implementation", "a_us", "b_us", "b_time_over_a",
-                             "verdict", "basis"])]})
+                             "verdict", "basis", "kernel_source"])]})
     banner = f"{la} (A) vs {lb} (B): {verdict['kind']}; {rows['kernel'].size} implementation × case pairs."
     return {"title": f"kernelscope comparison — {la} vs {lb}", "banner": banner, "warning": None,
             "sections": sections}
 
 
-def build(results_a: str | Path, results_b: str | Path, out_dir: str | Path) -> dict[str, Any]:
-    """Write ``out_dir/report.{md,html}`` and ``out_dir/comparison.csv``; returns the comparability verdict."""
+def build(results_a: str | Path, results_b: str | Path, out_dir: str | Path, label_a: str | None = None,
+          label_b: str | None = None) -> dict[str, Any]:
+    """Write ``out_dir/report.{md,html}`` and ``out_dir/comparison.csv``; returns the comparability verdict.
+    ``label_a``/``label_b`` name the runs in the document (two runs on one GPU share a device key)."""
     a, b = report.collect(Path(results_a)), report.collect(Path(results_b))
+    for data, label in ((a, label_a), (b, label_b)):
+        if label:
+            data["specs"] = {**data["specs"], "device": label}
     out = Path(out_dir)
     verdict = comparability(a, b)
-    rows = compare_cases(a, b) if verdict["kind"] != NOT_COMPARABLE else pd.DataFrame()
+    rows = compare_cases(a, b, verdict["kind"]) if verdict["kind"] != NOT_COMPARABLE else pd.DataFrame()
     render(document(a, b, verdict, rows), out)
     rows.to_csv(out / "comparison.csv", index=False)
     return verdict
