@@ -64,7 +64,7 @@ def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
     import torch
     import triton
 
-    from kernelscope import container, registry
+    from kernelscope import container, environment, registry
 
     registry.get(case["kernel"])  # imported, so its source file is known wherever the package is installed
     source = sys.modules[f"kernels.{case['kernel']}"].__file__
@@ -72,6 +72,8 @@ def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
             "reason": case["reason"], "dtype": case["dtype"], "interpreter": specs["interpreter"],
             "torch": torch.__version__, "triton": triton.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "kernel_module_sha256": container.sha256_file(source),
+            # the commit of this job's code: a run resumed over several sessions can span commits
+            "git": environment.git_info(),
             # the stage's part of the job's wall time (the Snakemake benchmark file has the whole, start and exit included)
             "job_s": {"stage": time.perf_counter() - _MAIN_STARTED, **_PHASES}}
 

@@ -192,6 +192,8 @@ def document(a: Mapping[str, Any], b: Mapping[str, Any], verdict: Mapping[str, A
     la, lb = a["specs"]["device"], b["specs"]["device"]
     fa, fb = verdict["fingerprint_a"], verdict["fingerprint_b"]
     runs = pd.DataFrame([{"field": k, "A": fa.get(k), "B": fb.get(k)} for k in ("gpu", *SOFTWARE)] + [
+        {"field": "GPU UUID (which card)", "A": (a["environment"].get("gpu") or {}).get("uuid"),
+         "B": (b["environment"].get("gpu") or {}).get("uuid")},
         {"field": "results", "A": la, "B": lb},
         {"field": "git commit", "A": (a["environment"].get("git") or {}).get("commit"),
          "B": (b["environment"].get("git") or {}).get("commit")},

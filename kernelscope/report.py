@@ -43,6 +43,18 @@ def collect(results: Path) -> dict[str, Any]:
     return data
 
 
+def case_commits(data: dict[str, Any]) -> dict[str, int]:
+    """Timed cases per git commit of the job that timed them (records from before the commit was stored per
+    case count under the run's environment commit)."""
+    run_commit = (data["environment"].get("git") or {}).get("commit")
+    counts: dict[str, int] = {}
+    for case in data["cases"]:
+        if case["timing"]:
+            commit = str((case["timing"].get("git") or {}).get("commit") or run_commit)
+            counts[commit] = counts.get(commit, 0) + 1
+    return counts
+
+
 def _job_costs(root: Path) -> pd.DataFrame:
     """Wall time of every per-case job, from the files Snakemake's ``benchmark:`` directive writes
     (``results/<device>/benchmarks/<stage>/<kernel>/<dtype>/<shape>.tsv``)."""
@@ -242,6 +254,12 @@ def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, li
     if warm:
         no.append(f"Cold-cache times for {len(warm)} cases timed with a warm L2 (flush_l2: false): their inputs "
                   "may be read from L2, as in a loop over the same tensors, not as in a model's step.")
+    commits = case_commits(data)
+    if len(commits) > 1:
+        no.append("Reading every case as one commit's code: the timings come from " + ", ".join(
+            f"{n} cases at {commit}" for commit, n in commits.items()) + " (a run resumed across commits; each "
+            "case's kernel-module hash is in its record), so cases of different commits may differ in their kernel "
+            "or in the measuring code.")
     missing = [f"{c['kernel']} {c['shape']} {c['dtype']}" for c in data["cases"] if c["timing"] is None]
     if missing:
         no.append(f"Anything about {len(missing)} of {len(data['cases'])} planned cases that have no timing result "

@@ -171,6 +171,7 @@ def test_a_changed_kernel_module_is_a_code_change_in_a_rerun_and_not_compared_ac
     assert row["verdict"] == claims.FASTER and row["why"].startswith("kernel module changed between the runs")
     text = json.dumps(compare.document(a, b, compare.comparability(a, b), rows))
     assert "triton_row: h200-new-code's code is faster than nvidia-h200" in text
+    assert "GPU UUID (which card)" in text and "GPU-315cd002-e974-3bdd-c635-f8e7f15b6430" in text
     # torch in the same module: library code, compared as a plain rerun
     torch_row = case[case["implementation"] == "torch"].iloc[0]
     assert not str(torch_row["why"]).startswith("kernel module changed")
@@ -180,3 +181,16 @@ def test_a_changed_kernel_module_is_a_code_change_in_a_rerun_and_not_compared_ac
     variants = cross[(cross["shape"] == "M8192_N8192") & (cross["kind"] == "triton")]
     assert (variants["verdict"] == compare.NOT_COMPARABLE).all()
     assert variants["why"].str.contains("GPU and code would be confounded").all()
+
+
+def test_a_run_resumed_across_commits_says_which_cases_ran_at_which(h200, tmp_path):
+    resumed = _copy(h200, tmp_path, "resumed")
+    _edit(resumed / CASE, lambda doc: doc.update(git={"commit": "abc1234", "dirty": False}))
+    data = report.collect(resumed)
+    assert report.case_commits(data) == {"5f19e282a9573e1426891affdce91e59913d4661": 29, "abc1234": 1}
+    report.build(resumed, tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "Reading every case as one commit's code: the timings come from 29 cases at 5f19e28" in md
+    assert "1 cases at abc1234" in md
+    # one commit: no such statement
+    assert report.case_commits(report.collect(h200)) == {"5f19e282a9573e1426891affdce91e59913d4661": 30}
