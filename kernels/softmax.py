@@ -32,7 +32,7 @@ Variants:
   while the running max is still -inf the exponents are shifted by 0 (not by -inf, which would turn
   the -inf columns into NaN), and the running sum is Kahan-compensated (hundreds of sequential fp32
   block additions otherwise break the row-sum invariant, measured on N=262144 rows with 1024-wide
-  blocks). Its default ``BLOCK_N`` is a quarter of the padded row, at most 4096.
+  blocks). Its default ``BLOCK_N`` is a quarter of the padded row, at most 4096 (16384 on rows of N >= 32768).
 
 * ``triton_split`` — the multi-block softmax that reads ``x`` once: a team of ``cdiv(N, CHUNK)``
   programs shares each row, every program keeping its ``CHUNK`` columns in registers from load to
@@ -42,7 +42,10 @@ Variants:
   from the compiled kernel's registers and the device's occupancy limits; the spin is bounded, and
   unpublished partials read as NaN, so a barrier that ever failed would fail the correctness gate
   rather than hang or pass. Under the interpreter (programs run one after another) it is two
-  launches, publish then combine, with the same arithmetic.
+  launches, publish then combine, with the same arithmetic. Measured on the H200 (run of 93b7ea7, fp16):
+  correct everywhere, but slower than ``triton_online`` where it was meant to win (129.8 vs 111.2 µs at
+  N=262144, 122.7 vs 91.6 µs at N=65536): a barrier through global memory per row costs more than the
+  third of the traffic it saves. It stays as the measured alternative, on rows of N >= SPLIT_MIN_N.
 
 Negative controls: ``naive_no_max`` (no max subtraction: exp overflows on large logits) and
 ``online_no_rescale`` (``triton_online`` that forgets to rescale the running sum when the max grows:
@@ -247,6 +250,10 @@ def _persistent_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str |
 
 # Widest column block of the default config: 4096 fp32 values are 16 registers a thread at 8 warps.
 MAX_DEFAULT_BLOCK_N = 4096
+# ... and for wide rows (N >= WIDE_ROW): 16384 (64 values a thread). On the H200 (run of 93b7ea7, fp16) the
+# sweep's best on both wide cases was 16384: 91.3 vs 132.3 µs at N=65536, 111.1 vs 157.7 µs at N=262144
+# against the 4096-wide default of that run.
+MAX_DEFAULT_BLOCK_N_WIDE = 16384
 
 
 @triton.jit
@@ -356,12 +363,12 @@ WIDE_ROW = 32768
 
 
 def _online_default(shape: Shape, dtype: torch.dtype) -> dict:
-    # A quarter of the padded row, capped at MAX_DEFAULT_BLOCK_N: rows too wide for triton_row (what
-    # this kernel is for) get 4096-wide blocks, narrow rows still loop over ~4 blocks (so the default
-    # is an online softmax on every shape, and the CPU shapes test the rescale and the tail block).
-    # 16 values a thread (8 for blocks under 512), at most 8 warps.
-    block_n = max(1, min(MAX_DEFAULT_BLOCK_N, triton.next_power_of_2(shape["N"]) // 4))
+    # A quarter of the padded row, capped at MAX_DEFAULT_BLOCK_N (MAX_DEFAULT_BLOCK_N_WIDE for wide rows):
+    # narrow rows still loop over ~4 blocks (so the default is an online softmax on every shape, and the
+    # CPU shapes test the rescale and the tail block). At most 8 warps.
     wide = shape["N"] >= WIDE_ROW
+    cap = MAX_DEFAULT_BLOCK_N_WIDE if wide else MAX_DEFAULT_BLOCK_N
+    block_n = max(1, min(cap, triton.next_power_of_2(shape["N"]) // 4))
     # persistent only where it bounds the rows in flight: with M <= 2 * num_sms rows the grid would be
     # one program per row anyway (and the sweep prunes that duplicate launch)
     persistent = wide and persistent_grid(shape["M"], 2) < shape["M"]

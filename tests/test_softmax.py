@@ -328,3 +328,12 @@ def test_row_sum_limit_grows_with_the_fp32_reduction_depth():
     assert softmax._row_sum_limit(fp32, {"x": torch.empty(1, 1025)}) == pytest.approx(4 * eps + 22 * eps)
     fp16 = softmax._row_sum_limit(torch.float16, {"x": torch.empty(1, 262144)})
     assert fp16 == pytest.approx(4 * torch.finfo(torch.float16).eps + 36 * eps)  # storage dominates at fp16
+
+
+def test_online_default_uses_the_wide_block_the_h200_sweep_chose_on_wide_rows(monkeypatch):
+    monkeypatch.setattr(softmax, "device_limits", lambda: H200)
+    for shp, persistent in ((shape(M=1024, N=65536), 2), (shape(M=256, N=262144), 0)):
+        default = softmax._online_default(shp, torch.float16)
+        assert default == {"BLOCK_N": 16384, "num_warps": 8, "programs_per_sm": persistent, "l2_hints": 1}
+        assert default in softmax._online_configs(shp, torch.float16)  # no extra config to sweep
+    assert softmax._online_default(shape(M=4096, N=16500), torch.float16)["BLOCK_N"] == 4096
