@@ -84,11 +84,17 @@ def test_cpu_run_records_gate_controls_timing_and_environment(cpu_run):
     results = cpu_run / "results" / runtime.INTERPRETER_KEY
     gate = json.loads((results / "correctness/softmax/float32/M3_N5.json").read_text())
     assert gate["gate_live"] and all(c["rejected"] for c in gate["negative_controls"])
-    assert all(r["status"] == "pass" for r in gate["implementations"])
+    # every implementation passes, except triton_split, which is not run on rows this narrow (and says why)
+    statuses = {r["implementation"]: r["status"] for r in gate["implementations"]}
+    assert statuses.pop("triton_split") == "unsupported"
+    assert set(statuses.values()) == {"pass"} and len(statuses) == 5
     timing = json.loads((results / "timing/softmax/float32/M3_N5.json").read_text())
     blocks = [r.get("block") for r in timing["implementations"]]
     assert blocks[0] == "A1" and blocks[-1] == "A2" and timing["aa_floor"] is not None
     for rec in timing["implementations"]:
+        if rec["implementation"] == "triton_split":
+            assert rec["status"] == "unsupported" and "fits one program" in rec["reason"]
+            continue
         assert rec["status"] == "ok", rec
         assert len(rec["samples_us"]) == rec["n"] >= 1  # every sample kept
         assert rec["n"] >= 10 or rec["target_reached"] is False  # fewer than min_samples only at the time cap
