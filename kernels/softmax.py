@@ -579,9 +579,9 @@ def _prepare_split(inputs: Inputs, out: torch.Tensor, config, max_spins: int = M
 
 
 # Narrowest row triton_split is run on: narrower rows fit one program's registers (triton_row), and on
-# the H200 (run of 93b7ea7) the per-row barrier made the split kernel 1.5x (N=8192) to 33x (N=512, 131072
-# rows) slower than triton_row. Below this it is a cost without a question to answer; the kernel itself
-# works at any width (the tests lower this bound).
+# the H200 (run of 93b7ea7, event medians) the per-row barrier made the split kernel 1.5x (N=1024, 64
+# rows) to 33x (N=512, 131072 rows) slower than triton_row. Below this it is a cost without a question to
+# answer; the kernel itself works at any width (the tests lower this bound).
 SPLIT_MIN_N = 16384
 
 
