@@ -6,8 +6,8 @@ Variants:
   program ids are reordered by the ``GROUP_M`` swizzle (consecutive programs share A row-panels and B
   column-panels, so those stay in L2), fp32 accumulation, arbitrary strides for A, B and C (transposed
   views work), M and N edges handled by wrapping the load rows (the wrapped rows are never stored) and
-  the K edge by one masked tail block after an unmasked main loop (with stride hints, so loads stay
-  16-byte vectors when K is not a multiple of 16). The seed launched a 2-D grid with no swizzle although it declared ``GROUP_M``,
+  the K edge by one masked tail block after an unmasked main loop (with stride and K hints, so every
+  load stays a 16-byte vector when K is not a multiple of 16). The seed launched a 2-D grid with no swizzle although it declared ``GROUP_M``,
   hard-coded an fp16 store, and masked M/N on every load; its ``@triton.autotune`` (§5.2) is replaced by
   the pipeline's own sweep over the declared config space (``_HOPPER_TILES`` + ``_SMALL_TILES``).
 * ``triton_persistent`` — one program per SM (``grid = min(tiles, SMs)``), each looping over the tiles
@@ -89,6 +89,7 @@ def _tile_dot_pointers(
     pid_m, pid_n,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_IN_FP32: tl.constexpr,
     ALIGN_AM: tl.constexpr, ALIGN_AK: tl.constexpr, ALIGN_BK: tl.constexpr, ALIGN_BN: tl.constexpr,
+    ALIGN_K: tl.constexpr,
 ):
     """fp32 accumulator of one [BLOCK_M, BLOCK_N] tile of A @ B, read through pointers.
 
@@ -101,7 +102,10 @@ def _tile_dot_pointers(
     ``(stride // ALIGN) * ALIGN``: the same value (:func:`stride_alignment` picks ALIGN, a power of two
     up to 16 that divides it), but now the compiler knows that rows start on ALIGN-element
     boundaries (it only proves that itself for strides that are multiples of 16, and K = 1000 is not).
+    ``K`` gets the same rewrite (ALIGN_K), so the tail's mask is known to be constant over ALIGN_K
+    columns and the tail loads stay vectors too.
     """
+    K = (K // ALIGN_K) * ALIGN_K
     stride_am = (stride_am // ALIGN_AM) * ALIGN_AM
     stride_ak = (stride_ak // ALIGN_AK) * ALIGN_AK
     stride_bk = (stride_bk // ALIGN_BK) * ALIGN_BK
@@ -152,6 +156,7 @@ def _matmul_grouped_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, DOT_IN_FP32: tl.constexpr,
     ALIGN_AM: tl.constexpr, ALIGN_AK: tl.constexpr, ALIGN_BK: tl.constexpr, ALIGN_BN: tl.constexpr,
+    ALIGN_K: tl.constexpr,
 ):
     """One program per C tile on a 1-D grid of cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs, ordered by
     the GROUP_M swizzle. ``a_ptr``: [M, K]; ``b_ptr``: [K, N]; ``c_ptr``: [M, N]; any strides."""
@@ -160,7 +165,7 @@ def _matmul_grouped_kernel(
     pid_m, pid_n = _tile_coordinates(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
     acc = _tile_dot_pointers(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
                              pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, DOT_IN_FP32,
-                             ALIGN_AM, ALIGN_AK, ALIGN_BK, ALIGN_BN)
+                             ALIGN_AM, ALIGN_AK, ALIGN_BK, ALIGN_BN, ALIGN_K)
     _store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N)
 
 
@@ -205,6 +210,7 @@ def _matmul_persistent_kernel(
     GROUP_M: tl.constexpr,
     USE_TMA: tl.constexpr, A_COL_MAJOR: tl.constexpr, B_COL_MAJOR: tl.constexpr, DOT_IN_FP32: tl.constexpr,
     ALIGN_AM: tl.constexpr, ALIGN_AK: tl.constexpr, ALIGN_BK: tl.constexpr, ALIGN_BN: tl.constexpr,
+    ALIGN_K: tl.constexpr,
 ):
     """Persistent: a grid of at most one program per SM, each looping over the tiles pid, pid + programs,
     ... in GROUP_M order, so no launch or tail wave of short-lived programs. ``a_ptr``: [M, K];
@@ -234,7 +240,7 @@ def _matmul_persistent_kernel(
         else:
             acc = _tile_dot_pointers(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
                                      pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, DOT_IN_FP32,
-                             ALIGN_AM, ALIGN_AK, ALIGN_BK, ALIGN_BN)
+                             ALIGN_AM, ALIGN_AK, ALIGN_BK, ALIGN_BN, ALIGN_K)
             _store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N)
 
 
@@ -318,9 +324,11 @@ def stride_alignment(stride: int) -> int:
     return min(16, stride & -stride) if stride > 0 else 1
 
 
-def _alignments(a: torch.Tensor, b: torch.Tensor) -> dict[str, int]:
-    return {f"ALIGN_{name}": stride_alignment(stride)
-            for name, stride in zip(("AM", "AK", "BK", "BN"), (*a.stride(), *b.stride()))}
+def _alignments(a: torch.Tensor, b: torch.Tensor, K: int) -> dict[str, int]:
+    """The kernels' ALIGN_* constexprs: for each stride of A and B, and for the reduction length ``K`` the
+    kernel is launched with (which the negative control sets to one less than A's)."""
+    return {f"ALIGN_{name}": stride_alignment(value)
+            for name, value in zip(("AM", "AK", "BK", "BN", "K"), (*a.stride(), *b.stride(), K))}
 
 
 def _meta(config: Mapping[str, Any], dtype: torch.dtype) -> dict[str, Any]:
@@ -337,7 +345,7 @@ def _num_tiles(M: int, N: int, config: Mapping[str, Any]) -> int:
 def _launch_grouped(a, b, out, M, N, K, config) -> callable:
     grid = (_num_tiles(M, N, config),)
     args = (a, b, out, M, N, K, *_strides(a, b, out))
-    meta = {**_meta(config, a.dtype), **_alignments(a, b)}
+    meta = {**_meta(config, a.dtype), **_alignments(a, b, K)}
 
     def run() -> torch.Tensor:
         _matmul_grouped_kernel[grid](*args, **meta)
@@ -372,7 +380,7 @@ def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
         # A ContextVar read at launch: set here, in the process and thread that will launch.
         triton.set_allocator(_SCRATCH)
     args = (a, b, out, M, N, K, *_strides(a, b, out))
-    meta = {**_meta(config, a.dtype), **_alignments(a, b), "USE_TMA": use_tma,
+    meta = {**_meta(config, a.dtype), **_alignments(a, b, K), "USE_TMA": use_tma,
             "A_COL_MAJOR": use_tma and _col_major(a.stride()), "B_COL_MAJOR": use_tma and _col_major(b.stride())}
 
     def run() -> torch.Tensor:
@@ -650,7 +658,8 @@ KERNEL = KernelSpec(
             shape_entry("short K with a tail (1000 = 15 x 64 + 40), output-heavy. K % 16 != 0: Triton cannot prove "
                "A's rows 16-byte aligned, nor a K mask a multiple of the vector width, so a kernel that masks "
                "every K block loads single elements (no cp.async at all in the sm_90 PTX); the pointer path's "
-               "unmasked main loop and stride hint restore 16-byte cp.async, and TMA is unaffected",
+               "unmasked main loop and stride hints restore 16-byte cp.async, the K hint 16-byte loads in the "
+               "masked tail, and TMA is unaffected",
                M=8192, N=8192, K=1000),
             shape_entry("nn.Linear layout x @ W.T: B column-major, read through a transposed descriptor / strided loads",
                M=4096, N=4096, K=4096, transB=1),

@@ -55,7 +55,8 @@ def test_k_tail_alone_and_hinted_strides(impl, extra, K):
     # multiple of 8 (ALIGN_AM=8), the rewrite that gives K=1000 its 16-byte loads.
     shape = _shape(M=24, N=20, K=K)
     inputs = SPEC.make_inputs(shape, torch.float16, runtime.device(), 0)
-    assert mm._alignments(inputs["a"], inputs["b"])["ALIGN_AM"] == {5: 1, 40: 8}[K]
+    assert mm._alignments(inputs["a"], inputs["b"], K)["ALIGN_AM"] == {5: 1, 40: 8}[K]
+    assert mm._alignments(inputs["a"], inputs["b"], K)["ALIGN_K"] == {5: 1, 40: 8}[K]
     result = _gate(impl, shape, torch.float16, _small(16, 2, **extra), seeds=(0, 1))
     assert result["status"] == "pass", result["failure"]
 
