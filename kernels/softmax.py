@@ -28,7 +28,8 @@ Variants:
   pass read last (the likeliest still in L2), and ``programs_per_sm > 0`` makes the grid persistent
   (``num_sms * programs_per_sm`` programs looping over rows), which bounds the rows in flight, and so
   the bytes that must stay in L2 between the passes, to ``grid * row bytes`` (``programs_per_sm = 0``:
-  one program per row, every row in flight at once). Two details keep it equal to torch:
+  one program per row, every row in flight at once). ``num_stages > 1`` pipelines the block loops, so
+  that a smaller grid can still keep enough loads in flight. Two details keep it equal to torch:
   while the running max is still -inf the exponents are shifted by 0 (not by -inf, which would turn
   the -inf columns into NaN), and the running sum is Kahan-compensated (hundreds of sequential fp32
   block additions otherwise break the row-sum invariant, measured on N=262144 rows with 1024-wide
@@ -257,59 +258,79 @@ MAX_DEFAULT_BLOCK_N_WIDE = 16384
 
 
 @triton.jit
+def _online_block_stats(in_row, start, cols, n_cols, m, s, c, RESCALE_SUM: tl.constexpr, L2_HINTS: tl.constexpr):
+    """Pass 1 over one block: fold columns ``start + cols`` into the running max ``m`` and sum ``s``.
+    Adding one block sum after another loses up to half an ulp of s per block, which over a few hundred
+    blocks passes the fp32 row-sum limit; Kahan's compensation ``c`` carries the lost low-order bits."""
+    offsets = start + cols
+    if L2_HINTS:
+        x = tl.load(in_row + offsets, mask=offsets < n_cols, other=-float("inf"), eviction_policy="evict_last")
+    else:
+        x = tl.load(in_row + offsets, mask=offsets < n_cols, other=-float("inf"))
+    x = x.to(tl.float32)
+    m_new = tl.maximum(m, tl.max(x, axis=0))
+    # While every column seen is -inf, m_new is -inf and x - m_new would be -inf - (-inf) = NaN,
+    # where torch gives exp(-inf - finite max) = 0 once a finite value arrives. Shifting by 0 keeps
+    # those terms (and the rescale of the zero sum) at exactly 0.
+    shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+    block_sum = tl.sum(tl.exp(x - shift), axis=0)
+    if RESCALE_SUM:
+        alpha = tl.exp(m - shift)
+        s = s * alpha
+        c = c * alpha
+    compensated = block_sum - c
+    total = s + compensated
+    c = (total - s) - compensated
+    return m_new, total, c
+
+
+@triton.jit
+def _online_block_write(out_row, in_row, start, cols, n_cols, m, inv_s, L2_HINTS: tl.constexpr):
+    """Pass 2 over one block: ``exp(x - m) / s`` for columns ``start + cols``."""
+    offsets = start + cols
+    mask = offsets < n_cols
+    if L2_HINTS:
+        x = tl.load(in_row + offsets, mask=mask, other=-float("inf"), eviction_policy="evict_first")
+    else:
+        x = tl.load(in_row + offsets, mask=mask, other=-float("inf"))
+    y = (tl.exp(x.to(tl.float32) - m) * inv_s).to(out_row.dtype.element_ty)
+    if L2_HINTS:
+        tl.store(out_row + offsets, y, mask=mask, eviction_policy="evict_first")
+    else:
+        tl.store(out_row + offsets, y, mask=mask)
+
+
+@triton.jit
 def _online_softmax_row(out_row, in_row, n_cols, BLOCK_N: tl.constexpr, RESCALE_SUM: tl.constexpr,
-                        L2_HINTS: tl.constexpr):
+                        L2_HINTS: tl.constexpr, NUM_STAGES: tl.constexpr):
     """Softmax of the ``n_cols`` contiguous elements at ``in_row``, ``BLOCK_N`` at a time, into ``out_row``.
 
     ``L2_HINTS``: the first pass loads with ``evict_last`` (keep the row in L2 for the second pass),
     the second pass loads and stores with ``evict_first`` (nothing reads them again), so the output
-    stream does not push the row out of L2 before it is re-read."""
+    stream does not push the row out of L2 before it is re-read. ``NUM_STAGES > 1`` pipelines both
+    block loops (``tl.range``: the next block's load is in flight while this one is reduced), so that
+    fewer programs, and fewer rows in flight, can still keep HBM busy."""
     cols = tl.arange(0, BLOCK_N)
-    # Pass 1: m = max of the columns seen so far, s = sum of exp(x - m) over them. Adding one block sum
-    # after another loses up to half an ulp of s per block, which over a few hundred blocks passes the
-    # fp32 row-sum limit (4 eps); Kahan's compensation c carries the lost low-order bits.
     m = tl.full([], -float("inf"), tl.float32)
     s = tl.full([], 0.0, tl.float32)
     c = tl.full([], 0.0, tl.float32)
-    for start in range(0, n_cols, BLOCK_N):
-        offsets = start + cols
-        if L2_HINTS:
-            x = tl.load(in_row + offsets, mask=offsets < n_cols, other=-float("inf"), eviction_policy="evict_last")
-        else:
-            x = tl.load(in_row + offsets, mask=offsets < n_cols, other=-float("inf"))
-        x = x.to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        # While every column seen is -inf, m_new is -inf and x - m_new would be -inf - (-inf) = NaN,
-        # where torch gives exp(-inf - finite max) = 0 once a finite value arrives. Shifting by 0 keeps
-        # those terms (and the rescale of the zero sum) at exactly 0.
-        shift = tl.where(m_new == -float("inf"), 0.0, m_new)
-        block_sum = tl.sum(tl.exp(x - shift), axis=0)
-        if RESCALE_SUM:
-            alpha = tl.exp(m - shift)
-            s = s * alpha
-            c = c * alpha
-        compensated = block_sum - c
-        total = s + compensated
-        c = (total - s) - compensated
-        s = total
-        m = m_new
+    if NUM_STAGES > 1:
+        for start in tl.range(0, n_cols, BLOCK_N, num_stages=NUM_STAGES):
+            m, s, c = _online_block_stats(in_row, start, cols, n_cols, m, s, c, RESCALE_SUM, L2_HINTS)
+    else:
+        for start in range(0, n_cols, BLOCK_N):
+            m, s, c = _online_block_stats(in_row, start, cols, n_cols, m, s, c, RESCALE_SUM, L2_HINTS)
     # Pass 2, last block first (the first pass read it last, so it is the likeliest still in L2). A
     # fully -inf row keeps m = -inf, so x - m is NaN everywhere, as in torch. One reciprocal a row
     # instead of a division an element (one more fp32 rounding, far below the tolerances).
     inv_s = 1.0 / s
     n_blocks = tl.cdiv(n_cols, BLOCK_N)
-    for i in range(0, n_blocks):
-        offsets = (n_blocks - 1 - i) * BLOCK_N + cols
-        mask = offsets < n_cols
-        if L2_HINTS:
-            x = tl.load(in_row + offsets, mask=mask, other=-float("inf"), eviction_policy="evict_first")
-        else:
-            x = tl.load(in_row + offsets, mask=mask, other=-float("inf"))
-        y = (tl.exp(x.to(tl.float32) - m) * inv_s).to(out_row.dtype.element_ty)
-        if L2_HINTS:
-            tl.store(out_row + offsets, y, mask=mask, eviction_policy="evict_first")
-        else:
-            tl.store(out_row + offsets, y, mask=mask)
+    if NUM_STAGES > 1:
+        for i in tl.range(0, n_blocks, num_stages=NUM_STAGES):
+            _online_block_write(out_row, in_row, (n_blocks - 1 - i) * BLOCK_N, cols, n_cols, m, inv_s, L2_HINTS)
+    else:
+        for i in range(0, n_blocks):
+            _online_block_write(out_row, in_row, (n_blocks - 1 - i) * BLOCK_N, cols, n_cols, m, inv_s, L2_HINTS)
 
 
 @triton.jit
@@ -320,18 +341,20 @@ def _online_softmax_kernel(
     BLOCK_N: tl.constexpr,
     RESCALE_SUM: tl.constexpr,
     L2_HINTS: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
 ):
     """Program ``pid`` of a grid of ``G`` computes rows ``pid, pid + G, ...`` of any width (``G = n_rows``:
     one row each).
 
     ``in_ptr``/``out_ptr``: [n_rows, n_cols], unit column stride. ``RESCALE_SUM`` is False only in the
-    negative control ``online_no_rescale``.
+    negative control ``online_no_rescale``. ``NUM_STAGES > 1`` needs ``tl.range`` with ``num_stages``
+    (PIPELINED_RANGE); the configs offer it only where the installed Triton has it.
     """
     in_row_stride = tl.cast(in_row_stride, tl.int64)
     out_row_stride = tl.cast(out_row_stride, tl.int64)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         _online_softmax_row(out_ptr + row * out_row_stride, in_ptr + row * in_row_stride, n_cols, BLOCK_N,
-                            RESCALE_SUM, L2_HINTS)
+                            RESCALE_SUM, L2_HINTS, NUM_STAGES)
 
 
 def _launch_online(inputs: Inputs, out: torch.Tensor, config, rescale_sum: bool) -> callable:
@@ -341,11 +364,15 @@ def _launch_online(inputs: Inputs, out: torch.Tensor, config, rescale_sum: bool)
     block_n, num_warps = int(config["BLOCK_N"]), int(config["num_warps"])
     programs_per_sm = int(config.get("programs_per_sm", 0))
     l2_hints = bool(config.get("l2_hints", 0))
+    num_stages = int(config.get("num_stages", 1))
+    if num_stages > 1 and not PIPELINED_RANGE:
+        raise ValueError(f"num_stages={num_stages} needs tl.range(..., num_stages=), which this Triton lacks")
     grid = (persistent_grid(n_rows, programs_per_sm) if programs_per_sm > 0 else n_rows,)
 
     def run() -> torch.Tensor:
         _online_softmax_kernel[grid](out, x, n_rows, n_cols, x.stride(0), out.stride(0), BLOCK_N=block_n,
-                                     RESCALE_SUM=rescale_sum, L2_HINTS=l2_hints, num_warps=num_warps)
+                                     RESCALE_SUM=rescale_sum, L2_HINTS=l2_hints, NUM_STAGES=num_stages,
+                                     num_warps=num_warps)
         return out
 
     return run
@@ -380,11 +407,16 @@ def _online_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
     # Listed most promising first (a session's max_configs keeps a prefix): wide rows try wide blocks on
     # persistent grids of 1-4 programs an SM, then one program per row; narrow rows the reverse.
     if shape["N"] >= WIDE_ROW:
-        # Measured on the H200 (N=65536, fp16): one program per row 99 us, 2 programs an SM 104 us, both
-        # ~3.9 TB/s of traffic if the second read misses L2; the eviction hints try to make it hit.
-        space = [{"BLOCK_N": 16384, "num_warps": 8, "programs_per_sm": p, "l2_hints": h}
-                 for p, h in ((2, 1), (1, 1), (4, 1), (0, 1), (0, 0), (2, 0))]
-        space += [{"BLOCK_N": 8192, "num_warps": 8, "programs_per_sm": 2, "l2_hints": 1}]
+        # Measured on the H200 (run of 93b7ea7, fp16): the best were 2 programs an SM with the eviction
+        # hints at N=65536 (91.3 us) and one program per row at N=262144 (111.1 us); 1 program an SM was
+        # far slower (128.0 and 147.5 us), although it keeps the fewest rows in flight (so the second pass
+        # is likeliest to hit L2): a program loads, reduces, then loads again. The pipelined loops
+        # (num_stages > 1) test whether that program can keep HBM busy once its next load is in flight.
+        space = [{"BLOCK_N": 16384, "num_warps": 8, "programs_per_sm": p, "l2_hints": 1} for p in (2, 0)]
+        if PIPELINED_RANGE:
+            space += [{"BLOCK_N": b, "num_warps": 8, "programs_per_sm": p, "l2_hints": 1, "num_stages": k}
+                      for b, p, k in ((16384, 1, 2), (16384, 2, 2), (8192, 1, 3), (16384, 0, 2))]
+        space += [{"BLOCK_N": 16384, "num_warps": 8, "programs_per_sm": p, "l2_hints": h} for p, h in ((0, 0), (4, 1))]
     else:
         space = [{"BLOCK_N": b, "num_warps": 8, "programs_per_sm": 0} for b in (16384, 4096)]
         space += [{"BLOCK_N": 4096, "num_warps": 8, "programs_per_sm": 2}]
@@ -400,6 +432,12 @@ def _online_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | Non
     if block_n // threads > 64:
         return f"{block_n // threads} fp32 values a thread for x and exp(x): registers spill"
     programs_per_sm = int(config.get("programs_per_sm", 0))
+    stages = int(config.get("num_stages", 1))
+    # a pipelined loop keeps the next stages - 1 blocks in shared memory (as _stage_bytes for rows)
+    smem = (stages - 1) * block_n * element_size(dtype)
+    if smem > limits["max_shared_mem_per_block"] or max(1, programs_per_sm) * smem > limits["max_shared_mem_per_block"]:
+        return (f"{stages} stages of {block_n}-wide blocks need {smem} B of shared memory a program, x "
+                f"{max(1, programs_per_sm)} programs an SM: more than an SM has")
     if programs_per_sm > 1 and persistent_grid(shape["M"], programs_per_sm) == shape["M"]:
         return (f"programs_per_sm={programs_per_sm} gives a grid of all {shape['M']} rows: the same launch as a "
                 f"smaller programs_per_sm or one program per row")

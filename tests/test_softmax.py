@@ -337,3 +337,25 @@ def test_online_default_uses_the_wide_block_the_h200_sweep_chose_on_wide_rows(mo
         assert default == {"BLOCK_N": 16384, "num_warps": 8, "programs_per_sm": persistent, "l2_hints": 1}
         assert default in softmax._online_configs(shp, torch.float16)  # no extra config to sweep
     assert softmax._online_default(shape(M=4096, N=16500), torch.float16)["BLOCK_N"] == 4096
+
+
+@pytest.mark.parametrize("num_stages", [2, 3])
+def test_online_pipelined_block_loops_match_the_plain_ones(num_stages):
+    # tl.range(num_stages=) changes only the schedule of the block loops (the interpreter runs them
+    # plainly): the pipelined kernel must pass the same gate, -inf rows included.
+    if not softmax.PIPELINED_RANGE:
+        pytest.skip("this Triton has no tl.range(num_stages=)")
+    config = {"BLOCK_N": 64, "num_warps": 2, "programs_per_sm": 1, "l2_hints": 1, "num_stages": num_stages}
+    assert_pass(gate("triton_online", shape(M=6, N=300, stride=320), torch.float32, config))
+    x = inputs_with_infinities(torch.float32)
+    out = run("triton_online", x, config)
+    assert torch.equal(torch.isnan(out), torch.isnan(torch.softmax(x, dim=-1)))
+
+
+def test_online_prunes_pipelines_that_overflow_shared_memory():
+    impl = SPEC.implementation("triton_online")
+    wide = shape(M=1024, N=65536)
+    fits = {"BLOCK_N": 16384, "num_warps": 8, "programs_per_sm": 2, "l2_hints": 1, "num_stages": 2}
+    assert impl.prune(fits, wide, torch.float32, H200) is None          # 2 x 64 KB of fp32 blocks
+    too_much = {**fits, "programs_per_sm": 4}
+    assert "shared memory" in impl.prune(too_much, wide, torch.float32, H200)  # 4 x 64 KB > 227 KB
