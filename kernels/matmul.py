@@ -7,9 +7,10 @@ Variants:
   column-panels, so those stay in L2), fp32 accumulation, arbitrary strides for A, B and C (transposed
   views work), M and N edges handled by wrapping the load rows (the wrapped rows are never stored) and
   the K edge by one masked tail block after an unmasked main loop (with stride and K hints, so every
-  load stays a 16-byte vector when K is not a multiple of 16). The seed launched a 2-D grid with no swizzle although it declared ``GROUP_M``,
-  hard-coded an fp16 store, and masked M/N on every load; its ``@triton.autotune`` (§5.2) is replaced by
-  the pipeline's own sweep over the declared config space (``_HOPPER_TILES`` + ``_SMALL_TILES``).
+  load stays a 16-byte vector when K is not a multiple of 16). The seed launched a 2-D grid with no
+  swizzle although it declared ``GROUP_M``, hard-coded an fp16 store, and masked M/N on every load;
+  its ``@triton.autotune`` (§5.2) is replaced by the pipeline's own sweep over the declared config space
+  (``_HOPPER_TILES`` + ``_SMALL_TILES``).
 * ``triton_persistent`` — one program per SM (``grid = min(tiles, SMs)``), each looping over the tiles
   ``pid, pid + programs, ...`` in the same ``GROUP_M`` order. With ``TMA=1`` the operands are read and C is
   written through device-side tensor descriptors (TMA on sm_90+), built once per program before its
@@ -240,7 +241,7 @@ def _matmul_persistent_kernel(
         else:
             acc = _tile_dot_pointers(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
                                      pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, DOT_IN_FP32,
-                             ALIGN_AM, ALIGN_AK, ALIGN_BK, ALIGN_BN, ALIGN_K)
+                                     ALIGN_AM, ALIGN_AK, ALIGN_BK, ALIGN_BN, ALIGN_K)
             _store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N)
 
 

@@ -435,7 +435,8 @@ def _online_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | Non
     stages = int(config.get("num_stages", 1))
     # a pipelined loop keeps the next stages - 1 blocks in shared memory (as _stage_bytes for rows)
     smem = (stages - 1) * block_n * element_size(dtype)
-    if smem > limits["max_shared_mem_per_block"] or max(1, programs_per_sm) * smem > limits["max_shared_mem_per_block"]:
+    # (an SM's shared memory is about one block's maximum, as in _persistent_prune)
+    if max(1, programs_per_sm) * smem > limits["max_shared_mem_per_block"]:
         return (f"{stages} stages of {block_n}-wide blocks need {smem} B of shared memory a program, x "
                 f"{max(1, programs_per_sm)} programs an SM: more than an SM has")
     if programs_per_sm > 1 and persistent_grid(shape["M"], programs_per_sm) == shape["M"]:
