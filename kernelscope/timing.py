@@ -154,12 +154,13 @@ def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.Clo
         n = len(samples)
         measured_s = sum(samples) * 1e-6
         elapsed = time.perf_counter() - t_begin
-        if n >= settings.max_samples or elapsed >= settings.max_time_s:
-            target_reached = _converged(samples, settings.target_rel_ci)
-            break
-        if n >= settings.min_samples and measured_s >= settings.min_time_s \
-                and _converged(samples, settings.target_rel_ci):
-            target_reached = True
+        # the stopping rule: enough samples, enough measured time, and the median's CI inside the target
+        rule_met = n >= settings.min_samples and measured_s >= settings.min_time_s \
+            and _converged(samples, settings.target_rel_ci)
+        if rule_met or n >= settings.max_samples or elapsed >= settings.max_time_s:
+            # stopped by a cap: the target counts as reached only if the whole rule was met, so a capped
+            # measurement with fewer than min_samples is never reported as converged
+            target_reached = rule_met
             break
     del flush
     result.update(stats.summarize(samples))

@@ -194,3 +194,22 @@ def test_a_run_resumed_across_commits_says_which_cases_ran_at_which(h200, tmp_pa
     assert "1 cases at abc1234" in md
     # one commit: no such statement
     assert report.case_commits(report.collect(h200)) == {"5f19e282a9573e1426891affdce91e59913d4661": 30}
+
+
+def test_capped_measurements_reapply_min_samples_to_old_records(h200):
+    # The 5f19e28 records include naive-attention baselines that stopped at the time cap with fewer than
+    # min_samples (100) samples but were written as "target reached"; the report counts them as capped.
+    data = report.collect(h200)
+    written_false = sum(1 for c in data["cases"] if c["timing"] for r in c["timing"]["implementations"]
+                        if r.get("status") == "ok" and not r.get("target_reached"))
+    short = sum(1 for c in data["cases"] if c["timing"] for r in c["timing"]["implementations"]
+                if r.get("status") == "ok" and r.get("target_reached") and r["n"] < 100)
+    assert short == 3
+    assert report.capped_measurements(data) == written_false + short
+
+
+def test_a_report_describes_only_the_implementations_its_run_recorded(h200, tmp_path):
+    # triton_split was added after 5f19e28: re-rendering that run must not list it as if it had run
+    report.build(h200, tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "triton_online (triton):" in md and "triton_split" not in md

@@ -56,6 +56,17 @@ def test_time_cap_marks_target_not_reached():
     assert r["wall_s"] < 1.0
 
 
+def test_time_cap_before_min_samples_is_not_converged():
+    # Steady 20 ms samples converge at once, but the 0.05 s cap stops the loop after ~3 of the 10
+    # min_samples: the stopping rule was not met, so the target is not reached (seen in a CPU workflow
+    # run on a loaded 2-core machine, where the interpreter's 6 samples had been reported as converged).
+    fn, _ = _sleeper(0.02)
+    settings = timing.TimingSettings(warmup=0, min_samples=10, max_samples=1000, min_time_s=0, max_time_s=0.05,
+                                     target_rel_ci=0.5)
+    r = timing.measure(fn, settings, with_first_call=False)
+    assert r["n"] < 10 and r["target_reached"] is False
+
+
 def test_unknown_timing_setting_is_named():
     with pytest.raises(ValueError, match="warmups"):
         timing.TimingSettings.from_config({"warmups": 3})
