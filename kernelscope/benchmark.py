@@ -32,7 +32,11 @@ def _measure_impl(spec: KernelSpec, impl: Implementation, inputs, shape: Shape, 
         return {**rec, "status": "unsupported", "reason": reason}
     try:
         out = spec.make_output(inputs)
+        prepared = time.perf_counter()
         fn = impl.prepare(inputs, out, config)
+        # building the callable: for torch.compile this holds the process's first import of Dynamo and
+        # Inductor, a cost the first call (its compile) does not include
+        rec["prepare_ms"] = (time.perf_counter() - prepared) * 1e3
         with torch.no_grad():
             rec.update(timing.measure(fn, settings, monitor))
             if rec["median_us"] < settings.graph_below_us:

@@ -38,6 +38,8 @@ SOFTWARE = ("backend", "torch", "triton", "cuda_runtime", "driver")
 NOT_COMPARABLE = "not comparable"
 RERUN = "rerun (same GPU model, same software)"
 CROSS_GPU = "cross-GPU (same software)"
+#: why a pair is not compared when both runs hold one record (a resumed run carries finished cases)
+SAME_MEASUREMENT = "the same measurement in both runs"
 
 
 def _method(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -87,6 +89,12 @@ def _graph_floor(*docs: Mapping[str, Any]) -> float | None:
     return max(floors) if floors else None
 
 
+def _same_measurement(ta: Mapping[str, Any], tb: Mapping[str, Any]) -> bool:
+    """Both runs hold the very same timing record (a resumed run carried it over): not a second measurement."""
+    medians = [[r.get("median_us") for r in t.get("implementations", [])] for t in (ta, tb)]
+    return bool(ta.get("created")) and ta.get("created") == tb.get("created") and medians[0] == medians[1]
+
+
 def _fastest(case: Mapping[str, Any]) -> str | None:
     ok = [r for name, r in _records(case).items() if r.get("status") == "ok"
           and name in claims.passed_gate(case.get("correctness"))]
@@ -120,6 +128,9 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None =
                        for run, rec in (("A", rec_a), ("B", rec_b)) if rec.get("status") != "ok"]
             if untimed:
                 row.update(verdict=NOT_COMPARABLE, why="no timing in " + "; ".join(untimed))
+            elif _same_measurement(ca["timing"], cb["timing"]):
+                row.update(verdict=NOT_COMPARABLE, why=f"{SAME_MEASUREMENT} (timed {ca['timing']['created']}; a "
+                                                      "resumed run carried it over), not a second one")
             elif name not in passed:
                 row.update(verdict=NOT_COMPARABLE, why="did not pass the correctness gate in both runs")
             elif code_changed and kind == CROSS_GPU and row["kind"] == "triton":
@@ -155,13 +166,16 @@ def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[
         supports.append(f"{r['kernel']} {r['shape']} {r['dtype']} {r['implementation']}: {subject} is {r['verdict']} "
                         f"than {la}: {r['b_us']:.3f} µs vs {r['a_us']:.3f} µs ({r['why']}).")
     if kind == RERUN and len(same):
-        supports.append(f"{len(same)} of {len(rows)} implementation × case timings reproduced: no difference "
-                        "resolved between the two runs (within both runs' A/A floors, or not significant).")
-    commits = [(d["environment"].get("git") or {}).get("commit") for d in (a, b)]
+        measured = rows[~rows["why"].astype(str).str.startswith(SAME_MEASUREMENT)]
+        supports.append(f"{len(same)} of {len(measured)} implementation × case timings measured in both runs "
+                        "reproduced: no difference resolved between the two runs (within both runs' A/A floors, or "
+                        "not significant).")
+    # the commits that timed the cases (a resumed run can hold several), not only the environment job's
+    commits = [sorted(report.case_commits(dict(d))) for d in (a, b)]
     if commits[0] != commits[1]:
         refuses.append(f"Attributing a difference in a case whose kernel module did not change to the GPU or to "
-                       f"chance alone: the runs are of different commits ({commits[0]} vs {commits[1]}), so the "
-                       "measuring code may differ too.")
+                       f"chance alone: the runs' cases were timed at different commits ({', '.join(commits[0])} vs "
+                       f"{', '.join(commits[1])}), so the measuring code may differ too.")
     elif len(same):
         refuses.extend(f"An ordering of {la} and {lb} for {r['kernel']} {r['shape']} {r['dtype']} "
                        f"{r['implementation']}: {r['why']}." for _, r in same.iterrows())
@@ -175,8 +189,14 @@ def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[
                                 f"{la} and {fb} on {lb} ({note}; an ordering within a run needs its own report's "
                                 "claims).")
     if not rows.empty:
+        carried = rows["why"].astype(str).str.startswith(SAME_MEASUREMENT)
         refuses.extend(f"{r['kernel']} {r['shape']} {r['dtype']} {r['implementation']}: {r['why']}."
-                       for _, r in rows[rows["verdict"] == NOT_COMPARABLE].iterrows())
+                       for _, r in rows[(rows["verdict"] == NOT_COMPARABLE) & ~carried].iterrows())
+        if carried.any():
+            cases = sorted({f"{r['kernel']} {r['shape']} {r['dtype']}" for _, r in rows[carried].iterrows()})
+            refuses.append(f"Any run-to-run statement on {len(cases)} cases ({int(carried.sum())} implementation × "
+                           f"case pairs) that hold the same measurement in both runs (a resumed run carried them "
+                           f"over): {', '.join(cases)}.")
     only_a = sorted(set(_cases(a)) - set(_cases(b)))
     only_b = sorted(set(_cases(b)) - set(_cases(a)))
     if only_a or only_b:
@@ -186,17 +206,27 @@ def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[
     return {"supports": supports, "does_not_support": refuses}
 
 
+def _cards(data: Mapping[str, Any]) -> str:
+    return ", ".join(f"{card} ({n} cases)" for card, n in report.case_cards(dict(data)).items())
+
+
+def _commits(data: Mapping[str, Any]) -> str:
+    return ", ".join(f"{commit} ({n} cases)" for commit, n in report.case_commits(dict(data)).items())
+
+
 def document(a: Mapping[str, Any], b: Mapping[str, Any], verdict: Mapping[str, Any],
              rows: pd.DataFrame) -> dict[str, Any]:
     """The comparison document for ``comparability(a, b)`` and, where comparable, ``compare_cases(a, b)``."""
     la, lb = a["specs"]["device"], b["specs"]["device"]
     fa, fb = verdict["fingerprint_a"], verdict["fingerprint_b"]
     runs = pd.DataFrame([{"field": k, "A": fa.get(k), "B": fb.get(k)} for k in ("gpu", *SOFTWARE)] + [
-        {"field": "GPU UUID (which card)", "A": (a["environment"].get("gpu") or {}).get("uuid"),
+        {"field": "GPU UUID (which card; environment record)", "A": (a["environment"].get("gpu") or {}).get("uuid"),
          "B": (b["environment"].get("gpu") or {}).get("uuid")},
+        {"field": "cards of the timed cases", "A": _cards(a), "B": _cards(b)},
         {"field": "results", "A": la, "B": lb},
-        {"field": "git commit", "A": (a["environment"].get("git") or {}).get("commit"),
+        {"field": "git commit (environment record)", "A": (a["environment"].get("git") or {}).get("commit"),
          "B": (b["environment"].get("git") or {}).get("commit")},
+        {"field": "commits of the timed cases", "A": _commits(a), "B": _commits(b)},
         {"field": "config hash", "A": a["specs"].get("config_hash"), "B": b["specs"].get("config_hash")}])
     sections = [{"title": "Runs", "blocks": [table(runs, ["field", "A", "B"])]}]
     if verdict["kind"] == NOT_COMPARABLE:

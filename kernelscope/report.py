@@ -68,6 +68,18 @@ def case_commits(data: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
+def case_cards(data: dict[str, Any]) -> dict[str, int]:
+    """Timed cases per physical GPU (NVML UUID in each timing record; records without one count under the
+    run's environment card). A resumed run can hold cases timed on different cards of one model."""
+    run_card = (data["environment"].get("gpu") or {}).get("uuid")
+    counts: dict[str, int] = {}
+    for case in data["cases"]:
+        if case["timing"]:
+            card = str((case["timing"].get("nvml") or {}).get("uuid") or run_card)
+            counts[card] = counts.get(card, 0) + 1
+    return counts
+
+
 def _job_costs(root: Path) -> pd.DataFrame:
     """Wall time of every per-case job, from the files Snakemake's ``benchmark:`` directive writes
     (``results/<device>/benchmarks/<stage>/<kernel>/<dtype>/<shape>.tsv``)."""
@@ -273,6 +285,14 @@ def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, li
             f"{n} cases at {commit}" for commit, n in commits.items()) + " (a run resumed across commits; each "
             "case's kernel-module hash is in its record), so cases of different commits may differ in their kernel "
             "or in the measuring code.")
+    cards = case_cards(data)
+    if len(cards) > 1:
+        run_card = (data["environment"].get("gpu") or {}).get("uuid")
+        no.append("Reading every case as measured on one card: the timings come from " + ", ".join(
+            f"{n} cases on {card}" for card, n in cards.items()) + f" (one GPU model; a run resumed on another "
+            f"machine). The environment section and the measured ceilings come from {run_card}, so a case timed "
+            "on another card is put against that card's ceilings, and a difference between cases of different "
+            "cards can be the cards'.")
     missing = [f"{c['kernel']} {c['shape']} {c['dtype']}" for c in data["cases"] if c["timing"] is None]
     if missing:
         no.append(f"Anything about {len(missing)} of {len(data['cases'])} planned cases that have no timing result "

@@ -24,11 +24,16 @@ def h200(tmp_path_factory) -> Path:
     return root / "results" / "nvidia-h200"
 
 
-def _copy(h200: Path, tmp_path: Path, label: str) -> Path:
+def _copy(h200: Path, tmp_path: Path, label: str, remeasured: bool = True) -> Path:
+    """A second run with the same numbers; ``remeasured``: its timing records carry their own timestamps, as a
+    rerun's do (without it, the copy holds the very same measurements, as a resumed run's carried cases do)."""
     dest = tmp_path / label
     shutil.copytree(h200, dest)
     specs = json.loads((dest / "specs.json").read_text())
     (dest / "specs.json").write_text(json.dumps({**specs, "device": label}))
+    if remeasured:
+        for path in (dest / "timing").rglob("*.json"):
+            _edit(path, lambda doc: doc.update(created=doc["created"].replace("2026", "2027")))
     return dest
 
 
@@ -171,7 +176,7 @@ def test_a_changed_kernel_module_is_a_code_change_in_a_rerun_and_not_compared_ac
     assert row["verdict"] == claims.FASTER and row["why"].startswith("kernel module changed between the runs")
     text = json.dumps(compare.document(a, b, compare.comparability(a, b), rows))
     assert "triton_row: h200-new-code's code is faster than nvidia-h200" in text
-    assert "GPU UUID (which card)" in text and "GPU-315cd002-e974-3bdd-c635-f8e7f15b6430" in text
+    assert "GPU UUID (which card; environment record)" in text and "GPU-315cd002-e974-3bdd-c635-f8e7f15b6430" in text
     # torch in the same module: library code, compared as a plain rerun
     torch_row = case[case["implementation"] == "torch"].iloc[0]
     assert not str(torch_row["why"]).startswith("kernel module changed")
@@ -181,6 +186,39 @@ def test_a_changed_kernel_module_is_a_code_change_in_a_rerun_and_not_compared_ac
     variants = cross[(cross["shape"] == "M8192_N8192") & (cross["kind"] == "triton")]
     assert (variants["verdict"] == compare.NOT_COMPARABLE).all()
     assert variants["why"].str.contains("GPU and code would be confounded").all()
+
+
+def test_a_measurement_carried_into_both_runs_is_not_a_reproduction(h200, tmp_path):
+    # A resumed run keeps the finished cases of the run it resumed: comparing the two, those cases hold one
+    # measurement, which agrees with itself trivially and must not count as reproduced.
+    carried = _copy(h200, tmp_path, "h200-resumed", remeasured=False)
+    _edit(carried / CASE, lambda doc: doc.update(created="2027-01-01T00:00:00+0000"))  # one case re-timed
+    a, b = report.collect(h200), report.collect(carried)
+    rows = compare.compare_cases(a, b)
+    same = rows["why"].astype(str).str.startswith(compare.SAME_MEASUREMENT)
+    assert (rows.loc[same, "verdict"] == compare.NOT_COMPARABLE).all()
+    assert set(rows.loc[~same & (rows["verdict"] != compare.NOT_COMPARABLE), "shape"]) == {"M8192_N8192"}
+    timed_cases = {(c["kernel"], c["shape"], c["dtype"]) for c in a["cases"] if c["timing"]}
+    assert len({tuple(r) for r in rows.loc[same, ["kernel", "shape", "dtype"]].to_numpy()}) == len(timed_cases) - 1
+    text = json.dumps(compare.document(a, b, compare.comparability(a, b), rows), ensure_ascii=False)
+    assert f"Any run-to-run statement on {len(timed_cases) - 1} cases" in text
+    measured = int((~same).sum())
+    assert f"of {measured} implementation × case timings measured in both runs reproduced" in text
+
+
+def test_a_run_resumed_on_another_card_says_which_cases_ran_on_which(h200, tmp_path):
+    resumed = _copy(h200, tmp_path, "other-card")
+    _edit(resumed / CASE, lambda doc: doc["nvml"].update(uuid="GPU-00000000-other"))
+    data = report.collect(resumed)
+    run_card = data["environment"]["gpu"]["uuid"]
+    assert report.case_cards(data) == {run_card: 29, "GPU-00000000-other": 1}
+    report.build(resumed, tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert f"Reading every case as measured on one card: the timings come from 29 cases on {run_card}" in md
+    assert "1 cases on GPU-00000000-other" in md
+    # one card: no such statement
+    assert report.case_cards(report.collect(h200)) == {run_card: 30}
+    assert "measured on one card" not in (ROOT / "reports" / "nvidia-h200-5f19e28" / "report.md").read_text()
 
 
 def test_a_run_resumed_across_commits_says_which_cases_ran_at_which(h200, tmp_path):
@@ -194,6 +232,12 @@ def test_a_run_resumed_across_commits_says_which_cases_ran_at_which(h200, tmp_pa
     assert "1 cases at abc1234" in md
     # one commit: no such statement
     assert report.case_commits(report.collect(h200)) == {"5f19e282a9573e1426891affdce91e59913d4661": 30}
+    # compared with the run it resumed, whose environment record has the same commit: the case commits decide
+    a = report.collect(h200)
+    text = json.dumps(compare.document(a, data, compare.comparability(a, data), compare.compare_cases(a, data)),
+                      ensure_ascii=False)
+    assert "the runs' cases were timed at different commits (5f19e282a9573e1426891affdce91e59913d4661 vs " in text
+    assert "abc1234 (1 cases)" in text
 
 
 def test_capped_measurements_reapply_min_samples_to_old_records(h200):

@@ -99,6 +99,8 @@ def test_cpu_run_records_gate_controls_timing_and_environment(cpu_run):
         assert len(rec["samples_us"]) == rec["n"] >= 1  # every sample kept
         assert rec["n"] >= 10 or rec["target_reached"] is False  # fewer than min_samples only at the time cap
         assert "first_call_ms" in rec
+        # what the job spent on it, measured apart: building the callable, then everything up to the last sample
+        assert 0 <= rec["prepare_ms"] / 1e3 <= rec["job_wall_s"] and rec["wall_s"] <= rec["job_wall_s"]
     env = json.loads((results / "environment.json").read_text())
     assert env["triton_interpreter"] is True and env["torch"] and env["triton"] and env["config_hash"]
     profile = json.loads((results / "profile/softmax/float32/M3_N5.json").read_text())
