@@ -7,6 +7,8 @@ localrules:
 
 
 # Build build/kernelscope.sif with Apptainer (pulls the base image by digest; installs the hash-checked lock).
+# It has no `container:` of its own, since it makes the container on the host. That is the one finding of
+# `snakemake --lint`, and it is expected.
 rule container_image:
     input:
         definition=ks_container.DEFINITION,
