@@ -56,28 +56,28 @@ def capped_measurements(data: dict[str, Any]) -> int:
     return count
 
 
-def case_commits(data: dict[str, Any]) -> dict[str, int]:
-    """Timed cases per git commit of the job that timed them (records from before the commit was stored per
-    case count under the run's environment commit)."""
-    run_commit = (data["environment"].get("git") or {}).get("commit")
+def _timed_cases_by(data: dict[str, Any], record: str, env: str, field: str) -> dict[str, int]:
+    """Timed cases per value of ``timing[record][field]``; records without it count under the run's
+    ``environment[env][field]``."""
+    run_value = (data["environment"].get(env) or {}).get(field)
     counts: dict[str, int] = {}
     for case in data["cases"]:
         if case["timing"]:
-            commit = str((case["timing"].get("git") or {}).get("commit") or run_commit)
-            counts[commit] = counts.get(commit, 0) + 1
+            value = str((case["timing"].get(record) or {}).get(field) or run_value)
+            counts[value] = counts.get(value, 0) + 1
     return counts
+
+
+def case_commits(data: dict[str, Any]) -> dict[str, int]:
+    """Timed cases per git commit of the job that timed them (records from before the commit was stored per
+    case count under the run's environment commit)."""
+    return _timed_cases_by(data, "git", "git", "commit")
 
 
 def case_cards(data: dict[str, Any]) -> dict[str, int]:
     """Timed cases per physical GPU (NVML UUID in each timing record; records without one count under the
     run's environment card). A resumed run can hold cases timed on different cards of one model."""
-    run_card = (data["environment"].get("gpu") or {}).get("uuid")
-    counts: dict[str, int] = {}
-    for case in data["cases"]:
-        if case["timing"]:
-            card = str((case["timing"].get("nvml") or {}).get("uuid") or run_card)
-            counts[card] = counts.get(card, 0) + 1
-    return counts
+    return _timed_cases_by(data, "nvml", "gpu", "uuid")
 
 
 def _job_costs(root: Path) -> pd.DataFrame:
