@@ -3,9 +3,12 @@
 Order: the primary baseline (block A1), the other baselines, the Triton variants at the config the
 sweep chose, then the primary baseline again (block A2). A1 vs A2 is the A/A noise floor of this job:
 a Triton-vs-baseline difference smaller than it cannot be told from measuring the baseline twice.
-Each implementation's first call (JIT / torch.compile, from a cold cache directory set by the CLI) is
-recorded apart from its steady-state samples. Launch-bound cases also get CUDA-graph replay timing
-and host wall time per call.
+
+Only the sampling holds the GPU exclusively (:mod:`kernelscope.gpus`), in one section for all of them.
+Before it: inputs, every closure, every Triton compile (``compile_ms``, no lock, from a cold cache
+directory set by the CLI) and every first call (``first_call_ms``, shared lock; for torch.compile this is
+its compile). Short cases, and cases whose event samples may hold launch gaps, also get CUDA-graph replay
+timing (cold L2 where the samples are) and host wall time per call.
 """
 
 from __future__ import annotations
@@ -18,80 +21,129 @@ from typing import Any
 
 import torch
 
-from kernelscope import clocks, runtime, stats, timing
+from kernelscope import claims, clocks, gpus, runtime, stats, timing
 from kernelscope.spec import Implementation, KernelSpec, Shape
 
 
-def _measure_impl(spec: KernelSpec, impl: Implementation, inputs, shape: Shape, dtype: torch.dtype,
-                  config: Mapping[str, Any], settings: timing.TimingSettings,
-                  monitor: clocks.ClockMonitor | None) -> dict[str, Any]:
+def _error(rec: dict[str, Any], exc: Exception) -> dict[str, Any]:
+    if runtime.select_backend() == "cuda":
+        torch.cuda.synchronize()
+    return {**rec, "status": "error", "reason": f"{type(exc).__name__}: {exc}"[:2000],
+            "traceback": traceback.format_exc(limit=6)}
+
+
+def wants_graph(rec: Mapping[str, Any], settings: timing.TimingSettings) -> bool:
+    """Short cases, and any case whose event samples may hold launch gaps (``claims.launch_bound``), get
+    CUDA-graph replay timing: without it such a record cannot be compared by device time."""
+    return rec["median_us"] < settings.graph_below_us or claims.starved_fraction(rec) > claims.STARVED_LIMIT
+
+
+class _Prepared:
+    """One implementation made ready outside the exclusive section: output allocated, closure built,
+    Triton kernels compiled (no lock), first call made (shared lock)."""
+
+    def __init__(self, spec: KernelSpec, impl: Implementation, inputs, config: Mapping[str, Any]) -> None:
+        self.impl = impl
+        self.fn = None
+        self.rec: dict[str, Any] = {"implementation": impl.name, "kind": impl.kind, "config": dict(config)}
+        started = time.perf_counter()
+        try:
+            out = spec.make_output(inputs)
+            fn = impl.prepare(inputs, out, config)
+            # building the callable: for torch.compile this holds the process's first import of Dynamo and
+            # Inductor (the CLI imports them before any lock), a cost the first call does not include
+            self.rec["prepare_ms"] = (time.perf_counter() - started) * 1e3
+            with torch.no_grad():
+                self.rec["compile_ms"] = timing.compile_only(fn)
+                with gpus.shared(f"first call {impl.name}"):
+                    self.rec["first_call_ms"] = timing.first_call(fn)
+            self.fn = fn
+        except Exception as exc:  # a failing implementation is recorded; the others still run
+            self.rec = _error(self.rec, exc)
+        self.wall_s = time.perf_counter() - started
+
+
+def _measure(prepared: _Prepared, settings: timing.TimingSettings, monitor: clocks.ClockMonitor | None,
+             flush: timing.L2Flusher, block: str | None = None) -> dict[str, Any]:
+    rec = {k: v for k, v in prepared.rec.items() if block != "A2" or k not in ("first_call_ms", "compile_ms")}
+    if block:
+        rec["block"] = block
+    if prepared.fn is None:
+        return rec
     started = time.perf_counter()
-    rec: dict[str, Any] = {"implementation": impl.name, "kind": impl.kind, "config": dict(config)}
-    reason = impl.unsupported_reason(shape, dtype)
-    if reason:
-        return {**rec, "status": "unsupported", "reason": reason}
     try:
-        out = spec.make_output(inputs)
-        prepared = time.perf_counter()
-        fn = impl.prepare(inputs, out, config)
-        # building the callable: for torch.compile this holds the process's first import of Dynamo and
-        # Inductor, a cost the first call (its compile) does not include
-        rec["prepare_ms"] = (time.perf_counter() - prepared) * 1e3
         with torch.no_grad():
-            rec.update(timing.measure(fn, settings, monitor))
-            if rec["median_us"] < settings.graph_below_us:
-                rec["graph"] = timing.graph_replay_us(fn, settings.graph_calls)
-                rec["host_wall_us"] = timing.host_wall_us(fn, settings.host_calls)
+            rec.update(timing.measure(prepared.fn, settings, monitor, with_first_call=False, flush=flush))
+            if wants_graph(rec, settings):
+                _add_graph(rec, prepared, settings, flush)
         rec["status"] = "ok"
-    except Exception as exc:  # a failing implementation is recorded; the others still run
-        rec.update({"status": "error", "reason": f"{type(exc).__name__}: {exc}"[:2000],
-                    "traceback": traceback.format_exc(limit=6)})
-        if runtime.select_backend() == "cuda":
-            torch.cuda.synchronize()
-    # everything this implementation cost the job: prepare, first call, clock warm-up, warm-up, samples,
-    # graph replay and host timing (``wall_s`` is the sampling alone)
-    rec["job_wall_s"] = time.perf_counter() - started
+    except Exception as exc:  # noqa: BLE001 - recorded; the other implementations still run
+        rec = _error(rec, exc)
+    # everything this implementation cost the job: prepare, compile, first call, warm-ups, samples, graph
+    # replay and host timing (``wall_s`` is the sampling alone)
+    rec["job_wall_s"] = (prepared.wall_s if block != "A2" else 0.0) + time.perf_counter() - started
     return rec
+
+
+def _add_graph(rec: dict[str, Any], prepared: _Prepared, settings: timing.TimingSettings,
+               flush: timing.L2Flusher) -> None:
+    rec["graph"] = timing.graph_replay_us(prepared.fn, settings.graph_calls, flush=flush)
+    rec["host_wall_us"] = timing.host_wall_us(prepared.fn, settings.host_calls)
 
 
 def time_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_configs: Mapping[str, Mapping[str, Any]],
               settings: timing.TimingSettings, failed_correctness: Mapping[str, str] | None = None,
               seed: int = 0) -> dict[str, Any]:
     """``best_configs`` maps each Triton variant to the config its sweep chose (absent: no valid config).
-    Implementations in ``failed_correctness`` are not timed: a fast wrong kernel is not a result."""
+    Implementations in ``failed_correctness`` are not timed: a fast wrong kernel is not a result.
+
+    Everything but the sampling happens before the GPU is taken exclusively; the samples of every
+    implementation (A1, baselines, Triton variants, A2) are then taken in one exclusive section."""
     failed_correctness = failed_correctness or {}
     started = time.perf_counter()
     device = runtime.device()
-    inputs = spec.make_inputs(shape, dtype, device, seed)
-    monitor = clocks.ClockMonitor() if runtime.select_backend() == "cuda" else None
+    with gpus.shared("inputs"):
+        inputs = spec.make_inputs(shape, dtype, device, seed)
+        runtime.synchronize()
+    monitor = clocks.ClockMonitor(gpus.bound_uuid()) if runtime.select_backend() == "cuda" else None
     primary = spec.implementation(spec.primary_baseline)
-    if monitor is not None and monitor.available:
-        warm = primary.prepare(inputs, spec.make_output(inputs), {})
-        monitor.settle(warm, seconds=settings.clock_warmup_s * 2)
-    setup_s = time.perf_counter() - started  # inputs, NVML, the clock settle
 
-    def run(impl: Implementation, config: Mapping[str, Any]) -> dict[str, Any]:
+    def skipped(impl: Implementation, config: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        base = {"implementation": impl.name, "kind": impl.kind}
         if impl.name in failed_correctness:
-            return {"implementation": impl.name, "kind": impl.kind, "status": "not_timed",
+            return {**base, "status": "not_timed",
                     "reason": f"failed the correctness gate: {failed_correctness[impl.name]}"}
-        return _measure_impl(spec, impl, inputs, shape, dtype, config, settings, monitor)
-
-    results = [{**run(primary, {}), "block": "A1"}]
-    for impl in spec.baselines:
-        if impl.name != primary.name:
-            results.append(run(impl, {}))
-    for impl in spec.triton_variants:
-        config = best_configs.get(impl.name)
-        if config is None and impl.unsupported_reason(shape, dtype):
-            results.append({"implementation": impl.name, "kind": impl.kind, "status": "unsupported",
-                            "reason": impl.unsupported_reason(shape, dtype)})
-            continue
+        reason = impl.unsupported_reason(shape, dtype)
+        if reason:
+            return {**base, "status": "unsupported", "reason": reason}
         if config is None:
-            results.append({"implementation": impl.name, "kind": impl.kind, "status": "no_config",
-                            "reason": "the sweep found no valid config for this case"})
-            continue
-        results.append(run(impl, config))
-    results.append({**run(primary, {}), "block": "A2"})
+            return {**base, "status": "no_config", "reason": "the sweep found no valid config for this case"}
+        return None
+
+    order: list[tuple[Implementation, dict[str, Any] | None]] = [(primary, {})]
+    order += [(impl, {}) for impl in spec.baselines if impl.name != primary.name]
+    order += [(impl, best_configs.get(impl.name)) for impl in spec.triton_variants]
+    slots: list[dict[str, Any] | _Prepared] = []
+    for impl, config in order:
+        slots.append(skipped(impl, config) or _Prepared(spec, impl, inputs, config))
+    setup_s = time.perf_counter() - started  # inputs, every prepare, compile and first call
+
+    flush = timing.L2Flusher(settings.flush_l2)
+    exclusive_started = time.perf_counter()
+    with gpus.exclusive("timing"):
+        if monitor is not None and monitor.available and isinstance(slots[0], _Prepared) and slots[0].fn:
+            monitor.settle(slots[0].fn, seconds=settings.clock_warmup_s * 2)
+        results = [_measure(s, settings, monitor, flush, "A1" if i == 0 else None) if isinstance(s, _Prepared)
+                   else {**s, **({"block": "A1"} if i == 0 else {})} for i, s in enumerate(slots)]
+        results.append(_measure(slots[0], settings, monitor, flush, "A2") if isinstance(slots[0], _Prepared)
+                       else {**slots[0], "block": "A2"})
+        # a launch-bound record is compared by graph replay, which needs the other side's graph too
+        if any(r.get("status") == "ok" and claims.launch_bound(r) for r in results):
+            prepared = {s.impl.name: s for s in slots if isinstance(s, _Prepared)}
+            for rec in results:
+                if rec.get("status") == "ok" and "graph" not in rec:
+                    _add_graph(rec, prepared[rec["implementation"]], settings, flush)
+    exclusive_s = time.perf_counter() - exclusive_started
     a1, a2 = results[0], results[-1]
     aa = stats.aa_floor(a1["samples_us"], a2["samples_us"]) if a1["status"] == a2["status"] == "ok" else None
     return {
@@ -101,5 +153,6 @@ def time_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_configs: 
         "steady_sm_mhz": monitor.steady_sm_mhz if monitor else None,
         "aa_floor": aa,
         "setup_s": setup_s,
+        "sampling_section_s": exclusive_s,
         "implementations": results,
     }

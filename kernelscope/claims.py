@@ -53,25 +53,23 @@ def starved_fraction(rec: Mapping[str, Any]) -> float:
 
 
 def launch_bound(rec: Mapping[str, Any]) -> bool:
-    """Whether a short case's event median may measure host launch latency rather than the kernel.
+    """Whether a record's event median may measure host launch latency rather than the kernel.
 
-    Only short cases have CUDA-graph replay timing to fall back on (under ``graph_below_us``); longer
-    ones are compared by their event medians and their possibly starved samples are disclosed.
     Samples enqueued in batches behind a GPU sleep bracket device time, unless more than
-    ``STARVED_LIMIT`` of them were launched after the GPU could have reached them; then the event median
-    differs from graph replay by more than the cache state (L2 flushed before every sample vs warm
-    back-to-back replays). Samples synchronised one by one (the older method) are launch-bound when the
-    event median exceeds ``LAUNCH_BOUND_RATIO`` times the graph replay time."""
-    graph = rec.get("graph") or {}
-    if graph.get("status") != "ok":
-        return False
+    ``STARVED_LIMIT`` of them were launched after the GPU could have reached them: then the median can
+    hold launch gaps, whatever its size. Samples synchronised one by one (the older method) are judged
+    launch-bound when their median exceeds ``LAUNCH_BOUND_RATIO`` times the graph replay time, where one
+    was recorded. A launch-bound record is compared by CUDA-graph replay, or not by device time at all."""
     if str(rec.get("enqueue", "")).startswith("batched"):
         return starved_fraction(rec) > STARVED_LIMIT
-    return rec.get("median_us", 0) > LAUNCH_BOUND_RATIO * graph["median_us"]
+    graph = rec.get("graph") or {}
+    return graph.get("status") == "ok" and rec.get("median_us", 0) > LAUNCH_BOUND_RATIO * graph["median_us"]
 
 
 def _graph_view(rec: Mapping[str, Any]) -> dict[str, Any]:
-    view = {k: v for k, v in rec.items() if k != "graph"}
+    """The record as its CUDA-graph replay samples: device time per call, with no launch gaps to count."""
+    launch_fields = ("graph", "enqueue", "batches", "starved_batches", "starved_samples")
+    view = {k: v for k, v in rec.items() if k not in launch_fields}
     return {**view, "samples_us": rec["graph"]["samples_us"], "median_us": rec["graph"]["median_us"],
             "n": len(rec["graph"]["samples_us"]), "clocks": None}
 
@@ -91,9 +89,12 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], aa_rel: float | None, in
                             f"gaps (per-sample synchronisation, or over {STARVED_LIMIT:.0%} of its samples launched "
                             "late)")
             return claim
+        late = [r["implementation"] for r in (a, b) if launch_bound(r)]
         return {"a": a["implementation"], "b": b["implementation"], "verdict": NOT_COMPARABLE,
-                "why": "launch-bound: an event median may hold host launch latency and one side has no "
-                       "CUDA-graph replay timing"}
+                "why": f"not comparable by device time: the event samples of {' and '.join(late)} may hold host "
+                       "launch latency, and "
+                       + ("neither side has" if not any((r.get("graph") or {}).get("status") == "ok" for r in (a, b))
+                          else "one side has no") + " CUDA-graph replay timing"}
     out: dict[str, Any] = {"a": a["implementation"], "b": b["implementation"], "basis": "event median"}
     if interpreter:
         return {**out, "verdict": NOT_COMPARABLE,
@@ -130,6 +131,36 @@ def passed_gate(correctness_doc: Mapping[str, Any] | None) -> set[str]:
     return {r["implementation"] for r in (correctness_doc or {}).get("implementations", []) if r["status"] == "pass"}
 
 
+def gate_status(correctness_doc: Mapping[str, Any] | None, name: str) -> str:
+    """Why implementation ``name`` has no gate pass: it was not run for this case (unsupported, with the
+    implementation's reason, e.g. a memory budget), or it ran and failed (how), or it errored."""
+    rec = next((r for r in (correctness_doc or {}).get("implementations", []) if r["implementation"] == name), None)
+    if rec is None:
+        return f"{name} has no correctness record"
+    if rec["status"] == "unsupported":
+        return f"{name} does not run this case ({rec.get('reason')})"
+    if rec["status"] == "error":
+        return f"{name} crashed in the correctness gate ({rec.get('failure')})"
+    return f"{name} failed the correctness gate ({rec.get('failure')})"
+
+
+def host_costs(timing_doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Host-side cost per call, its own finding and never a device-speed claim: for every timed record
+    with host wall time, the wall time of back-to-back eager calls beside the device time per call (CUDA
+    graph replay). Where the host time is the larger, a user calling it eagerly pays the host time."""
+    rows = []
+    for rec in timing_doc.get("implementations", []):
+        if rec.get("status") != "ok" or rec.get("block") == "A2" or rec.get("host_wall_us") is None:
+            continue
+        graph = rec.get("graph") or {}
+        device_us = graph.get("median_us") if graph.get("status") == "ok" else None
+        rows.append({"implementation": rec["implementation"], "kind": rec.get("kind"),
+                     "host_wall_us": rec["host_wall_us"], "device_us": device_us,
+                     "event_median_us": rec["median_us"], "launch_bound": launch_bound(rec),
+                     "host_bound": device_us is not None and rec["host_wall_us"] > device_us})
+    return rows
+
+
 def graph_aa_floor(timing_doc: Mapping[str, Any]) -> float | None:
     """The A/A floor of the CUDA-graph replay times (primary baseline's A1 vs A2), where both have one."""
     blocks = {r.get("block"): r for r in timing_doc["implementations"] if r.get("block") in ("A1", "A2")}
@@ -156,7 +187,7 @@ def case_claims(timing_doc: Mapping[str, Any], correctness_doc: Mapping[str, Any
             failed = [n for n in (a["implementation"], b["implementation"]) if n not in passed]
             if failed:
                 claims.append({"a": a["implementation"], "b": b["implementation"], "verdict": NOT_COMPARABLE,
-                               "why": f"did not pass the correctness gate: {', '.join(failed)}"})
+                               "why": "; ".join(gate_status(correctness_doc, n) for n in failed)})
                 continue
             claims.append({**compare(a, b, aa, interpreter, aa_graph), "a_config": a.get("config") or {}})
     return claims

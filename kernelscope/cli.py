@@ -21,6 +21,8 @@ from typing import Any
 
 
 _MAIN_STARTED = time.perf_counter()
+#: wall-clock start of this job (epoch seconds): a run's wall time is its first job's start to its last job's end
+_STARTED_AT = time.time()
 #: seconds from the start of main to the end of each named phase of a per-case job (recorded in job_s, so a
 #: GPU session can see where its per-job time goes: most of it is not the measurement)
 _PHASES: dict[str, float] = {}
@@ -64,7 +66,7 @@ def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
     import torch
     import triton
 
-    from kernelscope import container, environment, registry
+    from kernelscope import container, environment, gpus, registry
 
     registry.get(case["kernel"])  # imported, so its source file is known wherever the package is installed
     source = sys.modules[f"kernels.{case['kernel']}"].__file__
@@ -72,10 +74,17 @@ def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
             "reason": case["reason"], "dtype": case["dtype"], "interpreter": specs["interpreter"],
             "torch": torch.__version__, "triton": triton.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "kernel_module_sha256": container.sha256_file(source),
+            # the card this job ran on and its GPU-lock sections (None under the interpreter)
+            "gpu": gpus.summary(),
+            "job_started_at": _STARTED_AT, "job_ended_at": time.time(),
             # the commit of this job's code: a run resumed over several sessions can span commits
             "git": environment.git_info(),
             # the stage's part of the job's wall time (the Snakemake benchmark file has the whole, start and exit included)
             "job_s": {"stage": time.perf_counter() - _MAIN_STARTED, **_PHASES}}
+
+
+#: stages that run the torch.compile baselines
+_TORCH_COMPILE_STAGES = ("correctness", "timing", "profile", "ncu-target")
 
 
 def _resolve(args) -> tuple[dict, Any, Any, Any, dict]:
@@ -85,6 +94,11 @@ def _resolve(args) -> tuple[dict, Any, Any, Any, dict]:
     specs = _load(args.specs)
     runtime.check_device_key(specs.get("hardware", specs["device"]))
     spec, shape, case = cases.load_case(specs, args.kernel, args.shape, args.dtype)
+    if args.stage in _TORCH_COMPILE_STAGES and any(i.kind == "compile" for i in spec.implementations):
+        # torch.compile's first use imports Dynamo and Inductor (seconds of CPU); done here, before any GPU
+        # lock is taken, so that no sampler on this card waits for an import
+        import torch._dynamo  # noqa: F401
+        import torch._inductor.compile_fx  # noqa: F401
     # imports (torch, triton, the kernel module) and CUDA initialisation (the device-key check)
     _PHASES["setup"] = time.perf_counter() - _MAIN_STARTED
     return specs, spec, shape, DTYPES[args.dtype], case
@@ -102,10 +116,15 @@ def cmd_environment(args) -> None:
 def cmd_calibrate(args) -> None:
     from kernelscope import calibration, runtime
 
+    from kernelscope import gpus
+
     specs = _load(args.specs)
     runtime.check_device_key(specs.get("hardware", specs["device"]))
     dtypes = specs["calibration"].get("dtypes", ["float16", "bfloat16", "float32"])
-    _write_json(args.out, {"device": specs["device"], **calibration.calibrate(dtypes)})
+    with gpus.exclusive("calibrate"):
+        result = calibration.calibrate(dtypes)
+    _write_json(args.out, {"device": specs["device"], **result, "gpu": gpus.summary(),
+                           "job_started_at": _STARTED_AT, "job_ended_at": time.time()})
 
 
 def cmd_correctness(args) -> None:
@@ -121,7 +140,8 @@ def cmd_sweep(args) -> None:
 
     specs, spec, shape, dtype, case = _resolve(args)
     settings = timing.TimingSettings.from_config(specs["sweep"]["timing"])
-    result = sweep.sweep_case(spec, shape, dtype, settings, specs["sweep"].get("max_configs"))
+    result = sweep.sweep_case(spec, shape, dtype, settings, specs["sweep"].get("max_configs"),
+                              compile_workers=int(specs["sweep"].get("compile_workers") or 1))
     _write_json(args.out, {**_case_header(specs, case), "cold_caches": args.cold_caches, **result})
 
 
@@ -214,6 +234,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--label-b", help="name of run B in the document (default: its device key)")
 
     args = parser.parse_args(argv)
+    if args.stage not in ("report", "compare"):
+        # before anything initialises CUDA: this job's one card for its whole life
+        from kernelscope import gpus
+
+        gpus.bind(args.stage)
     from kernelscope import runtime
 
     # Cold compile caches on a GPU, where first-call time is a reported result. Under the interpreter

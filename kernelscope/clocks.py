@@ -16,9 +16,12 @@ STEADY_FRACTION = 0.95
 
 
 class ClockMonitor:
-    """Reads NVML for GPU 0; ``available`` is False (with ``reason``) when NVML cannot be used."""
+    """Reads NVML for the card with ``uuid`` (the job's bound GPU, :mod:`kernelscope.gpus`), else for the
+    card CUDA calls device 0. NVML numbers cards in PCI order whatever ``CUDA_VISIBLE_DEVICES`` says, so an
+    index would name the wrong card on a multi-GPU host. ``available`` is False (with ``reason``) when NVML
+    cannot be used."""
 
-    def __init__(self) -> None:
+    def __init__(self, uuid: str | None = None) -> None:
         self.available = False
         self.reason = None
         self.steady_sm_mhz: float | None = None
@@ -27,7 +30,9 @@ class ClockMonitor:
 
             pynvml.nvmlInit()
             self._nvml = pynvml
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            if uuid is None or uuid.startswith("PRETEND-"):
+                uuid = _cuda_device_uuid()
+            self._handle = pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else pynvml.nvmlDeviceGetHandleByIndex(0)
             self._reasons = {
                 name.removeprefix("nvmlClocksEventReason").removeprefix("nvmlClocksThrottleReason"): getattr(pynvml, name)
                 for name in dir(pynvml)
@@ -90,6 +95,17 @@ class ClockMonitor:
             readings.append(self.read().get("sm_mhz", 0))
         tail = readings[len(readings) // 2:] or readings
         self.steady_sm_mhz = float(sorted(tail)[len(tail) // 2]) if tail else None
+
+
+def _cuda_device_uuid() -> str | None:
+    """NVML's name (``GPU-…``) of the card CUDA calls device 0, where torch exposes the UUID."""
+    try:
+        import torch
+
+        uuid = getattr(torch.cuda.get_device_properties(0), "uuid", None)
+        return f"GPU-{uuid}" if uuid is not None else None
+    except Exception:  # noqa: BLE001 - an older torch: fall back to NVML's index 0
+        return None
 
 
 def _str(value) -> str:

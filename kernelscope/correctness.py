@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from kernelscope import runtime
+from kernelscope import gpus, runtime
 from kernelscope.spec import Implementation, Inputs, KernelSpec, Shape
 
 SENTINEL = -1234.5  # second poison: finite, exactly representable in fp16/bf16/fp32, not a plausible result
@@ -167,10 +167,12 @@ def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequen
     implementations = []
     for impl in spec.implementations:
         config = impl.default_config(shape, dtype) if impl.kind == "triton" else {}
-        implementations.append(check_implementation(spec, impl, shape, dtype, seeds, config))
+        with gpus.shared(f"correctness {impl.name}"):  # one implementation at a time: samplers get in between
+            implementations.append(check_implementation(spec, impl, shape, dtype, seeds, config))
     controls = []
     for impl in spec.negative_controls:
-        rec = check_implementation(spec, impl, shape, dtype, seeds, {})
+        with gpus.shared(f"correctness {impl.name}"):
+            rec = check_implementation(spec, impl, shape, dtype, seeds, {})
         rec["rejected"] = rec["ok"] is False
         controls.append(rec)
     tol = spec.tolerance(dtype)

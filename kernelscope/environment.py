@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import triton
 
-from kernelscope import __version__, clocks, runtime
+from kernelscope import __version__, clocks, gpus, runtime
 
 
 def _run(cmd: list[str], cwd: str | None = None) -> str | None:
@@ -76,7 +76,7 @@ def gpu_info() -> dict[str, Any]:
         "memory_gib": round(props.total_memory / 2**30, 2),
         "l2_mib": round(getattr(props, "L2_cache_size", 0) / 2**20, 2),
     }
-    monitor = clocks.ClockMonitor()
+    monitor = clocks.ClockMonitor(gpus.bound_uuid())
     info.update(monitor.static_info())
     info["clocks_now"] = monitor.read()
     if "driver" not in info:

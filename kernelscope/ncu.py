@@ -76,7 +76,13 @@ def run(target: Sequence[str], order: Sequence[str], on_gpu: bool) -> dict[str, 
     ncu = shutil.which("ncu")
     if ncu is None:
         return {"ran": False, "reason": "ncu (Nsight Compute) is not on PATH"}
-    proc = subprocess.run(command(target, ncu), capture_output=True, text=True, timeout=1800)
+    from kernelscope import gpus
+
+    # ncu replays every kernel many times: the card is this job's alone meanwhile; the target process
+    # inherits the card and the lock (gpus.child_environment) instead of waiting for it
+    with gpus.exclusive("ncu"):
+        proc = subprocess.run(command(target, ncu), capture_output=True, text=True, timeout=1800,
+                              env=gpus.child_environment())
     rows = parse_csv(proc.stdout)
     if proc.returncode != 0 or not rows:
         tail = (proc.stderr or proc.stdout)[-1500:]

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from kernelscope import runtime
+from kernelscope import gpus, runtime
 from kernelscope.spec import KernelSpec, Shape
 
 
@@ -57,7 +57,8 @@ def profile_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_config
         return {"captured": False,
                 "reason": "no CUDA device: Triton ran in interpreter mode on the CPU, so no GPU kernel was launched "
                           "and nothing could be captured", "implementations": []}
-    inputs = spec.make_inputs(shape, dtype, runtime.device(), seed)
+    with gpus.shared("profile inputs"):
+        inputs = spec.make_inputs(shape, dtype, runtime.device(), seed)
     records = []
     for impl in spec.implementations:
         rec: dict[str, Any] = {"implementation": impl.name, "kind": impl.kind}
@@ -68,7 +69,7 @@ def profile_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_config
             continue
         try:
             fn = impl.prepare(inputs, spec.make_output(inputs), config)
-            with torch.no_grad():
+            with torch.no_grad(), gpus.shared(f"profile {impl.name}"):
                 rec["kernels"] = kernels_launched(fn, calls)
             rec["config"] = dict(config)
             rec["status"] = "ok"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import claims, environment, registry
+from kernelscope import claims, environment, registry, runsummary
 from kernelscope.document import bullets, kv, render, table, text
 from kernelscope.spec import DTYPES, Shape
 
@@ -29,7 +29,7 @@ def collect(results: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"{results}/specs.json is missing: run the workflow first")
     data = {"specs": specs, "environment": _load(results / "environment.json") or {},
             "calibration": _load(results / "calibration.json") or {}, "cases": [],
-            "job_costs": _job_costs(results / "benchmarks")}
+            "job_costs": _job_costs(results / "benchmarks"), "run": runsummary.summarize(results)}
     for case in specs["cases"]:
         rel = Path(case["kernel"]) / case["dtype"] / case["shape"]
         data["cases"].append({
@@ -94,15 +94,35 @@ def _job_costs(root: Path) -> pd.DataFrame:
 
 
 def _job_cost_section(data: dict[str, Any]) -> dict[str, Any] | None:
+    run = data["run"]
     jobs = data["job_costs"]
-    if jobs.empty:
+    if not run["stages"] and jobs.empty:
         return None
-    by_stage = jobs.groupby("stage")["wall_s"].agg(jobs="count", total_s="sum", median_s="median", max_s="max")
-    return {"title": "Run cost", "blocks": [
-        text("Wall time of each per-case job (Snakemake `benchmark:` files under results/<device>/benchmarks/), "
-              "including process start-up and compilation. Sweep, timing and ncu jobs hold the GPU alone; the "
-              "others share it. Jobs carried over from an earlier invocation keep their own times."),
-        table(by_stage.reset_index(), ["stage", "jobs", "total_s", "median_s", "max_s"], digits=1)]}
+    blocks = []
+    if run["wall_s"] is not None:
+        sampling = run["jobs_on_host_while_sampling"]
+        blocks.append(text(
+            f"From run.json: {run['cases_timed']} of {run['cases_planned']} cases timed; wall time from the first "
+            f"job's start to the last job's end {run['wall_s']:.0f} s; GPUs held exclusively (sampling) "
+            f"{run['gpu_exclusive_s']:.0f} s in all on {len(run['gpus'])} card(s), median "
+            + (f"{run['exclusive_s_per_case_median']:.1f}" if run["exclusive_s_per_case_median"] is not None else "–")
+            + " s per case (sweep + timing); overlapping exclusive sections on one card: "
+            f"{run['exclusive_overlaps']}."
+            + (f" While timing jobs sampled, {sampling['min']}–{sampling['max']} kernelscope jobs (median "
+               f"{sampling['median']:g}) were alive on the host, compiling or running shared GPU work on other "
+               "cards or waiting; first-call (compile) times were taken under that CPU load." if sampling else "")))
+    stage_rows = pd.DataFrame([{"stage": k, **v} for k, v in sorted(run["stages"].items())])
+    if not stage_rows.empty:
+        blocks.append(table(stage_rows, [c for c in ("stage", "jobs", "job_wall_s", "exclusive_s", "shared_s",
+                                                    "lock_wait_s") if c in stage_rows], digits=1))
+    if not jobs.empty:
+        by_stage = jobs.groupby("stage")["wall_s"].agg(jobs="count", total_s="sum", median_s="median", max_s="max")
+        blocks += [text("Wall time of each per-case job (Snakemake `benchmark:` files under "
+                        "results/<device>/benchmarks/), including process start-up and compilation. Jobs run side "
+                        "by side and take their card exclusively only while they sample; jobs carried over from an "
+                        "earlier invocation keep their own times."),
+                   table(by_stage.reset_index(), ["stage", "jobs", "total_s", "median_s", "max_s"], digits=1)]
+    return {"title": "Run cost", "blocks": blocks}
 
 
 def _ceilings(calibration: dict[str, Any], dtype: str) -> tuple[float | None, float | None]:
@@ -143,12 +163,13 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
                     "median_us": med, "p20_us": rec["p20_us"], "p80_us": rec["p80_us"], "min_us": rec["min_us"],
                     "max_us": rec["max_us"], "ci95_low_us": rec["ci95_low_us"], "ci95_high_us": rec["ci95_high_us"],
                     "n": rec["n"], "target_reached": rec["target_reached"], "first_call_ms": rec.get("first_call_ms"),
-                    "prepare_ms": rec.get("prepare_ms"),
+                    "prepare_ms": rec.get("prepare_ms"), "compile_ms": rec.get("compile_ms"),
                     "gbps": gbps, "tflops": tflops,
                     "pct_copy_bw": 100 * gbps / copy_gbps if copy_gbps else None,
                     "pct_matmul_peak": 100 * tflops / mm_tflops if mm_tflops else None,
                     "intensity_flop_per_byte": flops / nbytes if nbytes else math.nan,
                     "graph_us": graph.get("median_us"), "graph_status": graph.get("status"),
+                    "graph_l2": graph.get("l2"),
                     "launch_bound": claims.launch_bound(rec),
                     "host_wall_us": rec.get("host_wall_us"), "l2_flushed": rec.get("l2_flushed"),
                     "flagged": clk.get("n_flagged"), "sm_mhz_min": clk.get("sm_mhz_min"),
@@ -348,9 +369,9 @@ def _starvation_note(recs: list[dict[str, Any]]) -> str:
     if not recs:
         return "."
     limit = f"{claims.STARVED_LIMIT:.0%}"
-    rule = (f" A short case's record with more than {limit} of them is compared by CUDA-graph replay instead; "
-            "longer cases have no graph replay and keep their event medians (a launch gap of a few µs is small "
-            "against them).")
+    rule = (f" A record with more than {limit} of them is launch-bound whatever its median: it is compared by "
+            "CUDA-graph replay (recorded for it in the same job), or, where a record of the pair has no graph replay, "
+            "not compared by device time at all.")
     if all(r.get("starved_samples") is not None for r in recs):
         n = sum(int(r.get("n") or 0) for r in recs)
         starved = sum(int(r["starved_samples"]) for r in recs)
@@ -406,13 +427,21 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
         "Clocks: NVML SM/memory clock, temperature, power and throttle reasons read after every batch of samples "
         "(each sample carries its batch's reading); samples taken while throttled or below 95 % of the steady "
         "clock are flagged and disclosed, not dropped.",
-        f"Short cases (median under {t.get('graph_below_us', 50)} µs) also get CUDA-graph replay timing (calls "
-        "replayed back to back with L2 warm: device time per call without flush or launch gaps, so it is lower "
-        "than the cold-L2 event median by the cost of fetching the inputs from HBM) and host wall time per call "
-        "(how fast eager Python issues calls; where it exceeds the event median, eager use of the kernel is "
-        "limited by the host, not the GPU).",
+        f"Short cases (median under {t.get('graph_below_us', 50)} µs) and launch-bound records also get CUDA-graph "
+        "replay timing and host wall time per call. Graph replay is device time per call without launch gaps: "
+        "where the record's column graph_l2 says 'flushed', each captured call is preceded by the same L2 flush "
+        "as the event samples and a second graph of the flushes alone is subtracted, so both bases see a cold "
+        "L2; 'warm' (older records, or flush_l2: false) means calls replayed back to back with L2 warm. Host wall "
+        "time per call (how fast eager Python issues calls) is reported as its own finding, never as device speed.",
+        "GPU use: jobs run side by side; each is bound to one card for its life (recorded per case) and holds that "
+        "card exclusively only while it samples (sweep timing, timing, calibration, Nsight Compute), through a "
+        "per-GPU file lock that the OS drops when a job dies. Correctness runs, first calls and profiles share the "
+        "card (never with a sampler); imports and Triton compiles hold nothing. The Run cost section gives the "
+        "exclusive time and how many jobs were alive while timing jobs sampled.",
         "Compile cost: torch.compile compiles in-process (TORCHINDUCTOR_COMPILE_THREADS=1 unless set), so its "
-        "first call includes Inductor's whole compile; Triton's first call includes its JIT and launcher build. "
+        "first call includes Inductor's whole compile. Triton variants are compiled before their first call "
+        "without launching (compile_ms, where recorded; older records have none and their first call includes "
+        "the JIT), so their first_call_ms is the first launch. Both were measured while other jobs ran. "
         "Building the callable is timed apart (prepare_ms, where recorded): for torch.compile it holds the "
         "process's first import of Dynamo and Inductor, a cold-process cost its first call does not include.",
         "Profile: torch.profiler lists every CUDA kernel each implementation launches (after warm-up), kept apart "
@@ -452,7 +481,7 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
                                                    "rel_l2_err", "row_sum_error", "failure"]))
     timing = sel(tbl["timing"])
     blocks.append(table(timing, ["implementation", "block", "status", "median_us", "p20_us", "p80_us", "ci95_low_us",
-                                  "ci95_high_us", "n", "prepare_ms", "first_call_ms", "gbps", "pct_copy_bw", "tflops",
+                                  "ci95_high_us", "n", "prepare_ms", "compile_ms", "first_call_ms", "gbps", "pct_copy_bw", "tflops",
                                   "pct_matmul_peak", "graph_us", "launch_bound", "host_wall_us", "flagged",
                                   "reason"]))
     doc = case["timing"] or {}
@@ -463,6 +492,13 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
     claim_df = sel(tbl["claims"])
     if not claim_df.empty:
         blocks.append(bullets(list(claim_df["sentence"])))
+    costs = claims.host_costs(doc) if doc else []
+    if costs:
+        blocks.append(text("Host-side cost per call (its own finding, never a device-speed claim): wall time of "
+                           "back-to-back eager calls beside the device time per call from CUDA-graph replay. Where "
+                           "the host time is the larger, eager use of that implementation is limited by the host."))
+        blocks.append(table(pd.DataFrame(costs), ["implementation", "host_wall_us", "device_us", "event_median_us",
+                                                  "launch_bound", "host_bound"]))
     prof = case["profile"] or {}
     if prof.get("captured"):
         blocks.append(table(sel(tbl["profile"]), ["implementation", "cuda_kernel", "launches_per_call",
@@ -610,5 +646,6 @@ def build(results_dir: str | Path, out_dir: str | Path) -> None:
     tbl = tables(data)
     for name, df in tbl.items():
         df.to_csv(out / "tables" / f"{name}.csv", index=False)
+    (out / "run.json").write_text(json.dumps(data["run"], indent=1, sort_keys=True) + "\n")
     has_plot = roofline(data, tbl["timing"], out / "roofline.png")
     render(document(data, tbl, has_plot), out)

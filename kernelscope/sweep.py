@@ -1,12 +1,13 @@
 """Launch-config sweep of one Triton variant on one case, every config recorded as data.
 
 Not ``@triton.autotune``: autotune keeps only the winner, while the report needs every config's fate
-(pruned and why, failed to compile and why, wrong result, or its first-call and steady time), the
-spread from worst to best and where the hand-written default config stands.
+(pruned and why, failed to compile and why, wrong result, or its compile, first-call and steady time),
+the spread from worst to best and where the hand-written default config stands.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernelscope import correctness, runtime, timing
+from kernelscope import correctness, gpus, runtime, timing
 from kernelscope.spec import Implementation, KernelSpec, Shape
 
 
@@ -29,52 +30,86 @@ def candidate_configs(impl: Implementation, shape: Shape, dtype: torch.dtype, ma
     return configs[:max_configs] if max_configs else configs
 
 
+def _prepare_config(spec: KernelSpec, impl: Implementation, inputs, config: dict[str, Any]) -> dict[str, Any]:
+    """Allocate, build the closure and compile one config (no GPU lock: compiles launch nothing)."""
+    try:
+        out = spec.make_output(inputs)
+        fn = impl.prepare(inputs, out, config)
+        return {"out": out, "fn": fn, "compile_ms": timing.compile_only(fn)}
+    except Exception as exc:  # compile failures (OutOfResources, ...) are data
+        return {"error": f"{type(exc).__name__}: {exc}"[:2000], "traceback": traceback.format_exc(limit=6)}
+
+
 def sweep_variant(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torch.dtype,
-                  settings: timing.TimingSettings, max_configs: int | None = None, seed: int = 0) -> dict[str, Any]:
+                  settings: timing.TimingSettings, max_configs: int | None = None, seed: int = 0,
+                  compile_workers: int = 1) -> dict[str, Any]:
+    """Every config of one variant in three phases: compile all of them (``compile_workers`` threads, no
+    lock), check each against the reference (shared GPU lock), then time the correct ones back to back
+    in one exclusive section."""
     unsupported = impl.unsupported_reason(shape, dtype)
     if unsupported:
         return {"implementation": impl.name, "status": "unsupported", "reason": unsupported, "configs": []}
     limits = runtime.device_limits()
     device = runtime.device()
-    inputs = spec.make_inputs(shape, dtype, device, seed)
-    expected = correctness.reference_for(spec, inputs)
+    with gpus.shared("sweep inputs"):
+        inputs = spec.make_inputs(shape, dtype, device, seed)
+        expected = correctness.reference_for(spec, inputs)
+        runtime.synchronize()
     tol = spec.tolerance(dtype)
     default = dict(impl.default_config(shape, dtype))
     records: list[dict[str, Any]] = []
     for config in candidate_configs(impl, shape, dtype, max_configs):
         rec: dict[str, Any] = {"config": config, "key": config_key(config), "is_default": config == default}
         reason = impl.prune(config, shape, dtype, limits) if impl.prune else None
-        if reason:
-            records.append({**rec, "status": "pruned", "reason": reason})
+        records.append({**rec, "status": "pruned", "reason": reason} if reason else rec)
+    todo = [r for r in records if "status" not in r]
+    with concurrent.futures.ThreadPoolExecutor(max(1, compile_workers)) as pool:
+        built = list(pool.map(lambda r: _prepare_config(spec, impl, inputs, r["config"]), todo))
+    timed: list[tuple[dict[str, Any], Any]] = []
+    for rec, made in zip(todo, built):
+        if "error" in made:
+            rec.update({"status": "failed", "reason": made["error"], "traceback": made["traceback"]})
             continue
+        rec["compile_ms"] = made["compile_ms"]
         try:
-            out = spec.make_output(inputs)
-            out.fill_(float("nan"))
-            fn = impl.prepare(inputs, out, config)
-            rec["first_call_ms"] = timing.first_call(fn)
-            check = correctness.compare(fn(), expected, tol.atol, tol.rtol)
-            if not check["ok"]:
-                records.append({**rec, "status": "wrong", "reason": check["failure"],
-                                "max_abs_err": check["max_abs_err"]})
-                continue
-            measured = timing.measure(fn, settings, with_first_call=False)
-            rec.update({k: measured[k] for k in ("median_us", "p20_us", "p80_us", "min_us", "max_us", "n",
-                                                 "ci95_low_us", "ci95_high_us")})
-            rec["samples_us"] = measured["samples_us"]
-            rec["status"] = "ok"
-        except Exception as exc:  # compile failures (OutOfResources, ...) are data
+            with gpus.shared(f"sweep check {rec['key']}"):
+                made["out"].fill_(float("nan"))
+                rec["first_call_ms"] = timing.first_call(made["fn"])
+                check = correctness.compare(made["fn"](), expected, tol.atol, tol.rtol)
+        except Exception as exc:  # launch failures are data too
             rec.update({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:2000],
                         "traceback": traceback.format_exc(limit=6)})
             if runtime.select_backend() == "cuda":
                 torch.cuda.synchronize()
-        records.append(rec)
+            continue
+        if not check["ok"]:
+            rec.update({"status": "wrong", "reason": check["failure"], "max_abs_err": check["max_abs_err"]})
+            continue
+        timed.append((rec, made["fn"]))
+    flush = timing.L2Flusher(settings.flush_l2)
+    with gpus.exclusive(f"sweep {impl.name}"):
+        for rec, fn in timed:
+            try:
+                measured = timing.measure(fn, settings, with_first_call=False, flush=flush)
+            except Exception as exc:  # noqa: BLE001 - recorded; the other configs still run
+                rec.update({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:2000],
+                            "traceback": traceback.format_exc(limit=6)})
+                if runtime.select_backend() == "cuda":
+                    torch.cuda.synchronize()
+                continue
+            rec.update({k: measured[k] for k in ("median_us", "p20_us", "p80_us", "min_us", "max_us", "n",
+                                                 "ci95_low_us", "ci95_high_us", "l2_flushed")})
+            rec["samples_us"] = measured["samples_us"]
+            rec["status"] = "ok"
     return {"implementation": impl.name, "status": "ok", **summarize(records)}
 
 
 def sweep_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, settings: timing.TimingSettings,
-               max_configs: int | None = None) -> dict[str, Any]:
+               max_configs: int | None = None, compile_workers: int = 1) -> dict[str, Any]:
     """Every Triton variant of one case (one job, so process start-up is paid once per case)."""
-    return {"variants": [sweep_variant(spec, impl, shape, dtype, settings, max_configs) for impl in spec.triton_variants]}
+    return {"variants": [sweep_variant(spec, impl, shape, dtype, settings, max_configs,
+                                       compile_workers=compile_workers) for impl in spec.triton_variants],
+            "compile_workers": compile_workers}
 
 
 def best_configs(doc: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -101,4 +136,6 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                           "rank": 1 + ranked.index(default) if default["status"] == "ok" else None,
                           "of": len(ranked)}
     out["first_call_ms_median"] = float(np.median([r["first_call_ms"] for r in ok]))
+    compiles = [r["compile_ms"] for r in ok if r.get("compile_ms") is not None]
+    out["compile_ms_median"] = float(np.median(compiles)) if compiles else None
     return out

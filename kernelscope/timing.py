@@ -14,6 +14,8 @@ median, or when ``max_time_s`` / ``max_samples`` is reached; then ``target_reach
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -22,6 +24,9 @@ import numpy as np
 import torch
 
 from kernelscope import clocks, runtime, stats
+
+#: per-thread switch read by the wrapped ``JITFunction.run`` (see compile_only)
+_COMPILE_ONLY = threading.local()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,16 +54,64 @@ class TimingSettings:
         return cls(**cfg)
 
 
-class _L2Flusher:
-    def __init__(self, enabled: bool) -> None:
+class L2Flusher:
+    """Overwrites a buffer twice the L2 size before each sample, so each sample starts with a cold L2.
+    ``count`` says how many flushes really ran: records report ``l2_flushed`` from it, not from the
+    settings. ``device`` and ``l2_bytes`` default to the CUDA device's; a test passes a stand-in."""
+
+    def __init__(self, enabled: bool, device: torch.device | str | None = None, l2_bytes: int | None = None) -> None:
         self.buffer = None
-        if enabled and runtime.select_backend() == "cuda":
-            n = 2 * runtime.device_limits()["l2_bytes"] // 4
-            self.buffer = torch.empty(n, dtype=torch.int32, device="cuda")
+        self.count = 0
+        if enabled and (device is not None or runtime.select_backend() == "cuda"):
+            l2 = l2_bytes if l2_bytes is not None else runtime.device_limits()["l2_bytes"]
+            self.buffer = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device or "cuda")
+
+    @property
+    def active(self) -> bool:
+        return self.buffer is not None
 
     def __call__(self) -> None:
         if self.buffer is not None:
             self.buffer.fill_(0x5A5A5A5A)  # a write of 2x L2 evicts everything the kernel could reuse
+            self.count += 1
+
+
+def _install_compile_only_switch() -> bool:
+    """Wrap ``JITFunction.run`` once so that a thread with the switch on compiles instead of launching.
+    Triton's own ``JITFunction.warmup`` is a launch with ``warmup=True``: it compiles, runs nothing. The
+    switch is per thread, so a sweep's worker threads compile concurrently while other code launches."""
+    try:
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return False
+    if getattr(JITFunction.run, "_kernelscope_switch", False):
+        return True
+    original = JITFunction.run
+    if "warmup" not in inspect.signature(original).parameters:
+        return False
+
+    def run(self, *args, grid, warmup, **kwargs):
+        return original(self, *args, grid=grid, warmup=warmup or getattr(_COMPILE_ONLY, "on", False), **kwargs)
+
+    run._kernelscope_switch = True
+    JITFunction.run = run
+    return True
+
+
+def compile_only(fn: Callable[[], Any]) -> float | None:
+    """Compile every Triton kernel ``fn`` would launch, without launching any, and return the wall time
+    in milliseconds; None on the interpreter, or where this Triton has no compile-only launch (then the
+    first call compiles). Whatever else the closure does (torch set-up ops) still runs; its output is
+    garbage and is ignored. Needs no GPU lock: nothing is launched that a sampler could see."""
+    if runtime.select_backend() != "cuda" or not _install_compile_only_switch():
+        return None
+    t0 = time.perf_counter()
+    _COMPILE_ONLY.on = True
+    try:
+        fn()
+    finally:
+        _COMPILE_ONLY.on = False
+    return (time.perf_counter() - t0) * 1e3
 
 
 def first_call(fn: Callable[[], Any]) -> float:
@@ -92,7 +145,7 @@ def _gpu_sleep(us: float) -> bool:
     return True
 
 
-def _sample_batch(fn: Callable[[], Any], flush: _L2Flusher, settings: TimingSettings) -> tuple[list[float], int]:
+def _sample_batch(fn: Callable[[], Any], flush: L2Flusher, settings: TimingSettings) -> tuple[list[float], int]:
     """Samples in microseconds. On CUDA a batch of samples is enqueued behind a GPU sleep and read after
     one synchronisation: each event pair then brackets the kernel alone, not the host's launch latency
     (synchronising after every sample lets the queue drain, so a kernel shorter than its launch overhead
@@ -120,17 +173,18 @@ def _sample_batch(fn: Callable[[], Any], flush: _L2Flusher, settings: TimingSett
         samples = [start.elapsed_time(end) * 1e3 for start, end in pairs]
         gpu_reaches = head_start_us + np.concatenate([[0.0], np.cumsum(samples[:-1])])
         return samples, int(np.sum(np.asarray(launched_us) > gpu_reaches))
+    flush()
     t0 = time.perf_counter()
     fn()
     return [(time.perf_counter() - t0) * 1e6], 0
 
 
 def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.ClockMonitor | None = None,
-            with_first_call: bool = True) -> dict[str, Any]:
-    """Time ``fn``; returns samples (us), summary statistics and clock/flag information."""
+            with_first_call: bool = True, flush: L2Flusher | None = None) -> dict[str, Any]:
+    """Time ``fn``; returns samples (us), summary statistics and clock/flag information. ``flush`` is the
+    L2 flusher to use (default: one built from ``settings.flush_l2`` for the CUDA device)."""
     on_gpu = runtime.select_backend() == "cuda"
     result: dict[str, Any] = {"timer": "cuda_event" if on_gpu else "host_perf_counter",
-                              "l2_flushed": bool(settings.flush_l2 and on_gpu),
                               "enqueue": f"batched:{max(1, settings.batch)}" if on_gpu else "host"}
     if with_first_call:
         result["first_call_ms"] = first_call(fn)
@@ -138,7 +192,8 @@ def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.Clo
         fn()
     warm_clocks(fn, settings.clock_warmup_s)
     runtime.synchronize()
-    flush = _L2Flusher(settings.flush_l2)
+    flush = flush if flush is not None else L2Flusher(settings.flush_l2)
+    flushes_before = flush.count
     samples: list[float] = []
     clock_samples: list[dict[str, Any]] = []
     t_begin = time.perf_counter()
@@ -162,7 +217,8 @@ def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.Clo
             # measurement with fewer than min_samples is never reported as converged
             target_reached = rule_met
             break
-    del flush
+    # a flush ran before every sample (counted, not inferred from the settings)
+    result["l2_flushed"] = flush.count - flushes_before == len(samples)
     result.update(stats.summarize(samples))
     result["samples_us"] = [round(s, 4) for s in samples]
     result["target_rel_ci"] = settings.target_rel_ci
@@ -183,11 +239,18 @@ def _converged(samples: list[float], target: float) -> bool:
     return med > 0 and (hi - lo) / 2 <= target * med
 
 
-def graph_replay_us(fn: Callable[[], Any], calls: int, repeats: int = 20) -> dict[str, Any]:
+def graph_replay_us(fn: Callable[[], Any], calls: int, repeats: int = 30,
+                    flush: L2Flusher | None = None) -> dict[str, Any]:
     """Per-call device time of ``calls`` launches captured in one CUDA graph and replayed: launch gaps
-    removed, so the difference to the plain median is the host/launch overhead."""
+    removed, so the difference to the event median is host/launch overhead.
+
+    With an active ``flush`` the graph holds ``flush(); fn()`` per call and a second graph the flushes
+    alone; each sample is the difference of one replay of each, over ``calls``. The kernel then starts
+    from a cold L2 as in the event samples, and both bases see the same cache state. Without a flush the
+    replays run warm (``l2`` says which)."""
     if runtime.select_backend() != "cuda":
         return {"status": "skipped", "reason": "CUDA graphs need a CUDA device"}
+    cold = flush is not None and flush.active
     try:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
@@ -196,24 +259,40 @@ def graph_replay_us(fn: Callable[[], Any], calls: int, repeats: int = 20) -> dic
                 fn()
         torch.cuda.current_stream().wait_stream(stream)
         torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                fn()
-        graph.replay()
-        torch.cuda.synchronize()
-        per_call = []
-        for _ in range(repeats):
+
+        def capture(body: Callable[[], None]) -> torch.cuda.CUDAGraph:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(calls):
+                    body()
+            graph.replay()
+            torch.cuda.synchronize()
+            return graph
+
+        def replay_us(graph: torch.cuda.CUDAGraph) -> float:
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
             graph.replay()
             end.record()
             end.synchronize()
-            per_call.append(start.elapsed_time(end) * 1e3 / calls)
-        del graph
-        return {"status": "ok", "calls_per_graph": calls, "samples_us": per_call,
-                "median_us": float(np.median(per_call))}
+            return start.elapsed_time(end) * 1e3
+
+        flush_buffer = flush.buffer if cold else None
+        main = capture((lambda: (flush_buffer.fill_(0x5A5A5A5A), fn())) if cold else fn)
+        flush_only = capture(lambda: flush_buffer.fill_(0x5A5A5A5A)) if cold else None
+        per_call, flush_per_call = [], []
+        for _ in range(repeats):
+            total = replay_us(main)
+            flushes = replay_us(flush_only) if flush_only is not None else 0.0
+            per_call.append((total - flushes) / calls)
+            flush_per_call.append(flushes / calls)
+        del main, flush_only
+        out = {"status": "ok", "calls_per_graph": calls, "samples_us": per_call,
+               "median_us": float(np.median(per_call)), "l2": "flushed" if cold else "warm"}
+        if cold:
+            out["flush_us_per_call"] = float(np.median(flush_per_call))
+        return out
     except Exception as exc:  # noqa: BLE001 - capture can legitimately fail (e.g. host sync inside fn)
         torch.cuda.synchronize()
         return {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:500]}

@@ -107,6 +107,8 @@ def test_launch_bound_pairs_are_compared_by_graph_replay():
     assert c["verdict"] == claims.FASTER  # 6 us vs 9 us of device time, though its event median is 2x slower
     del eager["graph"]
     assert claims.compare(host_bound, eager, 0.01, False)["verdict"] == claims.NOT_COMPARABLE
+    del host_bound["graph"]  # per-sample synchronisation and no graph: launch-bound cannot be told
+    assert not claims.launch_bound(host_bound)
 
 
 def test_batched_samples_are_device_time_unless_many_samples_starved():
@@ -129,10 +131,56 @@ def test_batched_samples_are_device_time_unless_many_samples_starved():
     del batched["starved_samples"]
     batched["starved_batches"] = 2
     assert claims.starved_fraction(batched) == 0.1 and claims.launch_bound(batched)
-    # A long case has no graph replay to fall back on: compared by events, starvation disclosed.
+    # Starvation makes a record launch-bound whatever its median: a long one without graph replay is not
+    # compared by device time at all.
     long = _rec("triton", "triton", RNG.normal(1500.0, 1.0, 50))
     long.update({"enqueue": "batched:10", "batches": 5, "starved_batches": 5})
-    assert not claims.launch_bound(long)
+    assert claims.launch_bound(long)
+    other = {**_rec("torch", "eager", RNG.normal(1700.0, 1.0, 50)), "enqueue": "batched:10", "batches": 5,
+             "starved_batches": 0}
+    refused = claims.compare(long, other, 0.01, False)
+    assert refused["verdict"] == claims.NOT_COMPARABLE and "not comparable by device time" in refused["why"]
+
+
+def _late_launched_compile_case():
+    """layernorm M32_N4096 bf16 as published at 092144d: torch.compile's ~100 us event median is host launch
+    delay (two thirds of its samples launched late) while its kernel runs for about 1 us; its median is
+    above graph_below_us, so the old rule recorded no graph and compared the event medians (a 20x claim)."""
+    triton = {**_rec("triton_row", "triton", RNG.normal(5.0, 0.05, 200)), "enqueue": "batched:10", "batches": 20,
+              "starved_samples": 0, "host_wall_us": 9.0,
+              "graph": {"status": "ok", "samples_us": list(RNG.normal(1.2, 0.01, 30)), "median_us": 1.2}}
+    compiled = {**_rec("torch_compile", "compile", RNG.normal(100.0, 3.0, 300)), "enqueue": "batched:10",
+                "batches": 30, "starved_samples": 200, "host_wall_us": 95.0}
+    torch_a1 = {**_rec("torch", "eager", RNG.normal(6.0, 0.05, 200)), "block": "A1", "enqueue": "batched:10",
+                "batches": 20, "starved_samples": 0,
+                "graph": {"status": "ok", "samples_us": list(RNG.normal(1.5, 0.01, 30)), "median_us": 1.5}}
+    torch_a2 = {**torch_a1, "block": "A2"}
+    doc = {"implementations": [torch_a1, compiled, triton, torch_a2], "aa_floor": {"rel_diff": 0.002}}
+    gate = {"implementations": [{"implementation": n, "status": "pass"} for n in ("triton_row", "torch",
+                                                                                   "torch_compile")]}
+    return doc, gate
+
+
+def test_late_launches_never_make_a_device_speed_claim():
+    doc, gate = _late_launched_compile_case()
+    by_pair = {(c["a"], c["b"]): c for c in claims.case_claims(doc, gate)}
+    refused = by_pair[("triton_row", "torch_compile")]
+    assert refused["verdict"] == claims.NOT_COMPARABLE
+    assert "torch_compile" in refused["why"] and "device time" in refused["why"]
+    # the late launches count even though the median is above graph_below_us; with a graph on both sides
+    # the pair is compared by device time per call: 1.2 us vs 1.0 us, not 5 us vs 100 us
+    compiled = doc["implementations"][1]
+    compiled["graph"] = {"status": "ok", "samples_us": list(RNG.normal(1.0, 0.01, 30)), "median_us": 1.0}
+    judged = {(c["a"], c["b"]): c for c in claims.case_claims(doc, gate)}[("triton_row", "torch_compile")]
+    assert judged["basis"].startswith("CUDA-graph") and judged["verdict"] == claims.SLOWER
+
+
+def test_host_cost_is_its_own_finding():
+    doc, _ = _late_launched_compile_case()
+    costs = {r["implementation"]: r for r in claims.host_costs(doc)}
+    assert costs["torch_compile"]["host_wall_us"] == 95.0 and costs["torch_compile"]["launch_bound"]
+    assert costs["triton_row"]["host_bound"] and costs["triton_row"]["device_us"] == 1.2
+    assert "torch" not in costs  # no host timing recorded for it: nothing claimed
 
 
 def test_claim_sentences_name_the_tuned_launch_config():

@@ -17,10 +17,8 @@ NCU_CASES = ks_cases.ncu_selection(config["ncu"], [dataclasses.asdict(c) for c i
 if DEVICE in config["compare_with"]:
     raise ks_cases.ConfigError(f"compare_with names this run's own results ({DEVICE}); name other runs' devices")
 
-# Timing-sensitive jobs (sweep, timing, calibrate) take every GPU share, so nothing else runs on the GPU
-# while they measure; correctness, profile and environment jobs take one share and may run side by side.
-# profiles/default grants GPU_EXCLUSIVE shares in all.
-GPU_EXCLUSIVE = 16
+# GPU jobs run side by side: each binds to one card and takes that card exclusively only while it samples
+# (kernelscope/gpus.py: a per-GPU lock), so no Snakemake resource serialises them.
 
 # Jobs run `python -m kernelscope ...`: inside the container that is the image's python; on the host
 # it is the interpreter running Snakemake (so a venv works without being activated).

@@ -9,8 +9,6 @@ rule correctness:
     params:
         python=PYTHON,
         case=case_args,
-    resources:
-        gpu_share=1,
     container:
         CONTAINER_IMAGE
     log:

@@ -9,8 +9,6 @@ rule environment:
     params:
         python=PYTHON,
         extra=environment_extra,
-    resources:
-        gpu_share=1,
     container:
         CONTAINER_IMAGE
     log:
@@ -26,8 +24,6 @@ rule calibrate:
         image=container_image(),
     output:
         "results/{device}/calibration.json",
-    resources:
-        gpu_share=GPU_EXCLUSIVE,
     container:
         CONTAINER_IMAGE
     params:

@@ -10,8 +10,6 @@ rule profile:
     params:
         python=PYTHON,
         case=case_args,
-    resources:
-        gpu_share=1,
     container:
         CONTAINER_IMAGE
     log:

@@ -12,6 +12,7 @@ rule report:
     output:
         md="reports/{device}/report.md",
         html="reports/{device}/report.html",
+        run="reports/{device}/run.json",
     container:
         CONTAINER_IMAGE
     params:

@@ -9,8 +9,6 @@ rule sweep:
     params:
         python=PYTHON,
         case=case_args,
-    resources:
-        gpu_share=GPU_EXCLUSIVE,
     container:
         CONTAINER_IMAGE
     log:

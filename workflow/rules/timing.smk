@@ -11,8 +11,6 @@ rule timing:
     params:
         python=PYTHON,
         case=case_args,
-    resources:
-        gpu_share=GPU_EXCLUSIVE,
     container:
         CONTAINER_IMAGE
     log:

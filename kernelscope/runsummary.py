@@ -1,0 +1,125 @@
+"""The machine-readable summary of one run, ``reports/<device>/run.json``: what was planned and timed, at
+which commits, on which cards, how long the run took and how long it held GPUs exclusively.
+
+Everything comes from the per-case records (each job stores its start and end time, its card and its
+GPU-lock sections, :mod:`kernelscope.gpus`) and Snakemake's per-job benchmark files; nothing is typed in.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+#: per-case stages whose records carry a job header, in pipeline order
+CASE_STAGES = ("correctness", "sweep", "timing", "profile", "ncu")
+
+
+def _records(results: Path) -> Iterable[tuple[str, dict[str, Any]]]:
+    for name in ("calibration", "environment"):
+        path = results / f"{name}.json"
+        if path.is_file():
+            yield name, json.loads(path.read_text())
+    for stage in CASE_STAGES:
+        for path in sorted((results / stage).glob("*/*/*.json")):
+            yield stage, json.loads(path.read_text())
+
+
+def _benchmark_wall(results: Path) -> dict[str, list[float]]:
+    walls: dict[str, list[float]] = {}
+    for path in sorted((results / "benchmarks").glob("*/*/*/*.tsv")):
+        lines = path.read_text().splitlines()
+        if len(lines) >= 2:
+            header, first = lines[0].split("\t"), lines[1].split("\t")
+            if "s" in header:
+                walls.setdefault(path.parts[-4], []).append(float(first[header.index("s")]))
+    return walls
+
+
+def overlapping_exclusive_sections(sections: list[tuple[str, float, float]]) -> int:
+    """Pairs of exclusive sections on one card that overlap in time (the lock promises none)."""
+    count = 0
+    by_card: dict[str, list[tuple[float, float]]] = {}
+    for card, start, end in sections:
+        by_card.setdefault(card, []).append((start, end))
+    for spans in by_card.values():
+        spans.sort()
+        latest_end = float("-inf")
+        for start, end in spans:
+            count += start < latest_end
+            latest_end = max(latest_end, end)
+    return count
+
+
+def summarize(results_dir: str | Path) -> dict[str, Any]:
+    results = Path(results_dir)
+    specs = json.loads((results / "specs.json").read_text())
+    env = json.loads((results / "environment.json").read_text()) if (results / "environment.json").is_file() else {}
+    stages: dict[str, dict[str, Any]] = {}
+    commits: set[str] = set()
+    cards: set[str] = set()
+    starts, ends = [], []
+    exclusive_sections: list[tuple[str, float, float]] = []
+    jobs_while_sampling: list[int] = []
+    exclusive_by_case: dict[str, float] = {}
+    timed = set()
+    for stage, doc in _records(results):
+        entry = stages.setdefault(stage, {"jobs": 0, "exclusive_s": 0.0, "shared_s": 0.0, "lock_wait_s": 0.0})
+        entry["jobs"] += 1
+        commit = (doc.get("git") or {}).get("commit")
+        if commit and stage in CASE_STAGES:
+            commits.add(commit)
+        if doc.get("job_started_at") and doc.get("job_ended_at"):
+            starts.append(doc["job_started_at"])
+            ends.append(doc["job_ended_at"])
+        gpu = doc.get("gpu") if isinstance(doc.get("gpu"), dict) and "sections" in (doc.get("gpu") or {}) else None
+        if gpu:
+            cards.add(gpu["uuid"])
+            for key in ("exclusive_s", "shared_s", "lock_wait_s"):
+                entry[key] += gpu[key]
+            for s in gpu["sections"]:
+                if s["mode"] == "exclusive":
+                    exclusive_sections.append((gpu["uuid"], s["start"], s["end"]))
+                    if stage == "timing" and s.get("jobs_on_host") is not None:
+                        jobs_while_sampling.append(int(s["jobs_on_host"]))
+        elif stage == "timing":
+            card = (doc.get("nvml") or {}).get("uuid")
+            if card:
+                cards.add(card)
+        if stage in ("sweep", "timing") and doc.get("kernel"):
+            case = f"{doc['kernel']}/{doc['dtype']}/{doc['shape']}"
+            exclusive_by_case[case] = exclusive_by_case.get(case, 0.0) + (gpu or {}).get("exclusive_s", 0.0)
+            if stage == "timing":
+                timed.add(case)
+    for stage, walls in _benchmark_wall(results).items():
+        stages.setdefault(stage, {"jobs": len(walls)})["job_wall_s"] = sum(walls)
+    per_case = [exclusive_by_case[c] for c in sorted(timed) if c in exclusive_by_case]
+    return {
+        "device": specs["device"],
+        "interpreter": specs["interpreter"],
+        "config_hash": specs["config_hash"],
+        "torch": env.get("torch"),
+        "triton": env.get("triton"),
+        "cases_planned": len(specs["cases"]),
+        "cases_timed": len(timed),
+        "commits": sorted(commits),
+        "gpus": sorted(cards),
+        "wall_s": (max(ends) - min(starts)) if starts else None,
+        "gpu_exclusive_s": sum(e - s for _, s, e in exclusive_sections),
+        "exclusive_s_per_case_median": statistics.median(per_case) if per_case else None,
+        "exclusive_overlaps": overlapping_exclusive_sections(exclusive_sections),
+        "jobs_on_host_while_sampling": ({"min": min(jobs_while_sampling), "median": statistics.median(jobs_while_sampling),
+                                         "max": max(jobs_while_sampling)} if jobs_while_sampling else None),
+        "stages": stages,
+    }
+
+
+def write(results_dir: str | Path, path: str | Path) -> dict[str, Any]:
+    summary = summarize(results_dir)
+    target = Path(path)
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    tmp.replace(target)
+    return summary
