@@ -101,14 +101,17 @@ def _install_compile_only_switch() -> bool:
 def compile_only(fn: Callable[[], Any]) -> float | None:
     """Compile every Triton kernel ``fn`` would launch, without launching any, and return the wall time
     in milliseconds; None on the interpreter, or where this Triton has no compile-only launch (then the
-    first call compiles). Whatever else the closure does (torch set-up ops) still runs; its output is
-    garbage and is ignored. Needs no GPU lock: nothing is launched that a sampler could see."""
+    first call compiles, as it does when this pass fails). Whatever else the closure does (torch set-up
+    ops) still runs; its output is garbage and is ignored. Needs no GPU lock: no kernel of the closure's
+    runs, so a sampler on the card sees at most the set-up ops' short kernels."""
     if runtime.select_backend() != "cuda" or not _install_compile_only_switch():
         return None
     t0 = time.perf_counter()
     _COMPILE_ONLY.on = True
     try:
         fn()
+    except Exception:  # noqa: BLE001 - whatever failed here fails again, and is recorded, at the first call
+        return None
     finally:
         _COMPILE_ONLY.on = False
     return (time.perf_counter() - t0) * 1e3
@@ -123,15 +126,20 @@ def first_call(fn: Callable[[], Any]) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def warm_clocks(fn: Callable[[], Any], seconds: float) -> None:
-    """Run ``fn`` back to back for ``seconds`` so the SM clock leaves idle before the first sample."""
+def warm_clocks(fn: Callable[[], Any], seconds: float, monitor: clocks.ClockMonitor | None = None) -> None:
+    """Run ``fn`` back to back for up to ``seconds`` so the SM clock leaves idle before the first sample.
+    With a monitor that knows the steady clock, stop as soon as the clock is there: a card that another
+    job just left busy needs no warm-up, and every second here is exclusive GPU time."""
     if runtime.select_backend() != "cuda" or seconds <= 0:
         return
+    steady = monitor.steady_sm_mhz if monitor is not None and monitor.available else None
     t_end = time.perf_counter() + seconds
     while time.perf_counter() < t_end:
         for _ in range(10):
             fn()
         torch.cuda.synchronize()
+        if steady and (monitor.read().get("sm_mhz") or 0) >= clocks.STEADY_FRACTION * steady:
+            return
 
 
 def _gpu_sleep(us: float) -> bool:
@@ -190,7 +198,7 @@ def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.Clo
         result["first_call_ms"] = first_call(fn)
     for _ in range(settings.warmup):
         fn()
-    warm_clocks(fn, settings.clock_warmup_s)
+    warm_clocks(fn, settings.clock_warmup_s, monitor)
     runtime.synchronize()
     flush = flush if flush is not None else L2Flusher(settings.flush_l2)
     flushes_before = flush.count

@@ -89,3 +89,43 @@ def test_sweep_summary_ranks_default_and_spread():
 def test_sweep_with_no_valid_config_says_so():
     s = sweep.summarize([{"config": {}, "key": "", "is_default": True, "status": "failed", "reason": "OutOfResources"}])
     assert s["best"] is None and s["status"] == "no_valid_config"
+
+
+def test_l2_flushed_records_flushes_that_ran():
+    """``l2_flushed`` comes from the flusher's count, not from the settings: a stand-in device (the CPU,
+    a 4 KiB "L2") runs the flush path; a flusher that never runs leaves it False even when asked for."""
+    fn, _ = _sleeper(0.0001)
+    settings = timing.TimingSettings(warmup=1, min_samples=8, max_samples=8, min_time_s=0, max_time_s=5,
+                                     flush_l2=True)
+    flush = timing.L2Flusher(True, device="cpu", l2_bytes=4096)
+    r = timing.measure(fn, settings, flush=flush)
+    assert flush.active and flush.count == r["n"] == 8 and r["l2_flushed"] is True
+    assert int(flush.buffer[0]) == 0x5A5A5A5A  # the buffer was really overwritten
+    # asked for, but no device to flush on (the interpreter): recorded as not flushed
+    r = timing.measure(fn, settings)
+    assert r["l2_flushed"] is False
+
+
+def test_compile_only_needs_a_gpu():
+    assert timing.compile_only(lambda: None) is None  # the interpreter has nothing to compile ahead
+
+
+def test_compile_only_switch_turns_launches_into_compiles(monkeypatch):
+    """The per-thread switch makes Triton's launch path compile-only (``warmup=True``) and nothing else."""
+    import threading
+
+    from triton.runtime.jit import JITFunction
+
+    seen = []
+    monkeypatch.setattr(JITFunction, "run", lambda self, *args, grid, warmup, **kw: seen.append(warmup))
+    assert timing._install_compile_only_switch()
+    JITFunction.run(None, grid=(1,), warmup=False)
+    timing._COMPILE_ONLY.on = True
+    try:
+        JITFunction.run(None, grid=(1,), warmup=False)
+        other = threading.Thread(target=lambda: JITFunction.run(None, grid=(1,), warmup=False))
+        other.start()
+        other.join()  # another thread launches as usual meanwhile
+    finally:
+        timing._COMPILE_ONLY.on = False
+    assert seen == [False, True, False]

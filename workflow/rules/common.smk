@@ -18,7 +18,9 @@ if DEVICE in config["compare_with"]:
     raise ks_cases.ConfigError(f"compare_with names this run's own results ({DEVICE}); name other runs' devices")
 
 # GPU jobs run side by side: each binds to one card and takes that card exclusively only while it samples
-# (kernelscope/gpus.py: a per-GPU lock), so no Snakemake resource serialises them.
+# (kernelscope/gpus.py: a per-GPU lock), so no Snakemake resource serialises them. Priorities: a case's
+# timing job starts as soon as its correctness and sweep are done, so samplers run throughout the run rather
+# than queue at its end (the profile jobs, which only share the card, fill in).
 
 # Jobs run `python -m kernelscope ...`: inside the container that is the image's python; on the host
 # it is the interpreter running Snakemake (so a venv works without being activated).

@@ -9,6 +9,7 @@ rule correctness:
     params:
         python=PYTHON,
         case=case_args,
+    priority: 5
     container:
         CONTAINER_IMAGE
     log:

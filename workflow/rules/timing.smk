@@ -11,6 +11,7 @@ rule timing:
     params:
         python=PYTHON,
         case=case_args,
+    priority: 10
     container:
         CONTAINER_IMAGE
     log:
