@@ -94,6 +94,11 @@ def _resolve(args) -> tuple[dict, Any, Any, Any, dict]:
     specs = _load(args.specs)
     runtime.check_device_key(specs.get("hardware", specs["device"]))
     spec, shape, case = cases.load_case(specs, args.kernel, args.shape, args.dtype)
+    if runtime.select_backend() == "cuda":
+        import torch
+
+        # the CUDA context (a second or more) is made here, before any GPU lock, not inside a locked section
+        torch.empty(1, device="cuda")
     if args.stage in _TORCH_COMPILE_STAGES and any(i.kind == "compile" for i in spec.implementations):
         # torch.compile's first use imports Dynamo and Inductor (seconds of CPU); done here, before any GPU
         # lock is taken, so that no sampler on this card waits for an import

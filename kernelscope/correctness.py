@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from kernelscope import gpus, runtime
+from kernelscope import gpus, runtime, timing
 from kernelscope.spec import Implementation, Inputs, KernelSpec, Shape
 
 SENTINEL = -1234.5  # second poison: finite, exactly representable in fp16/bf16/fp32, not a plausible result
@@ -161,12 +161,26 @@ def check_implementation(spec: KernelSpec, impl: Implementation, shape: Shape, d
     return {**result, "status": "pass" if ok else "fail", "ok": ok, "failure": failure, **summary, "seeds": records}
 
 
+def _compile_ahead(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torch.dtype, seed: int,
+                   config: Mapping[str, Any]) -> None:
+    """Compile a Triton variant's kernels before its checks take the GPU lock (compiles launch nothing), so
+    the locked section holds GPU work only. Any failure is left to the checks themselves to record."""
+    try:
+        with gpus.shared(f"correctness inputs {impl.name}"):
+            inputs = spec.make_inputs(shape, dtype, runtime.device(), seed)
+        timing.compile_only(impl.prepare(inputs, spec.make_output(inputs), config))
+    except Exception:  # noqa: BLE001 - the checks run it again and record what fails
+        pass
+
+
 def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequence[int]) -> dict[str, Any]:
     """Every implementation (Triton variants at their default config, baselines) and every negative
     control. ``gate_live`` is False if any negative control was accepted: the tolerance is too loose."""
     implementations = []
     for impl in spec.implementations:
         config = impl.default_config(shape, dtype) if impl.kind == "triton" else {}
+        if impl.kind == "triton" and runtime.select_backend() == "cuda" and not impl.unsupported_reason(shape, dtype):
+            _compile_ahead(spec, impl, shape, dtype, seeds[0], config)
         with gpus.shared(f"correctness {impl.name}"):  # one implementation at a time: samplers get in between
             implementations.append(check_implementation(spec, impl, shape, dtype, seeds, config))
     controls = []

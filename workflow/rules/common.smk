@@ -20,7 +20,7 @@ if DEVICE in config["compare_with"]:
 # GPU jobs run side by side: each binds to one card and takes that card exclusively only while it samples
 # (kernelscope/gpus.py: a per-GPU lock), so no Snakemake resource serialises them. Priorities: a case's
 # timing job starts as soon as its correctness and sweep are done, so samplers run throughout the run rather
-# than queue at its end (the profile jobs, which only share the card, fill in).
+# than queue at its end; the environment record and the calibration (needed by the report) start first.
 
 # Jobs run `python -m kernelscope ...`: inside the container that is the image's python; on the host
 # it is the interpreter running Snakemake (so a venv works without being activated).

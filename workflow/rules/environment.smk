@@ -9,6 +9,7 @@ rule environment:
     params:
         python=PYTHON,
         extra=environment_extra,
+    priority: 20
     container:
         CONTAINER_IMAGE
     log:
@@ -24,6 +25,7 @@ rule calibrate:
         image=container_image(),
     output:
         "results/{device}/calibration.json",
+    priority: 20
     container:
         CONTAINER_IMAGE
     params:

@@ -10,6 +10,7 @@ rule profile:
     params:
         python=PYTHON,
         case=case_args,
+    priority: 5
     container:
         CONTAINER_IMAGE
     log:
