@@ -64,11 +64,11 @@ def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
     import torch
     import triton
 
-    from kernelscope import container, environment, registry
+    from kernelscope import container, environment, registry, runtime
 
     registry.get(case["kernel"])  # imported, so its source file is known wherever the package is installed
     source = sys.modules[f"kernels.{case['kernel']}"].__file__
-    return {"device": specs["device"], "kernel": case["kernel"], "shape": case["shape"], "params": case["params"],
+    return {"device": specs["device"], "hardware": runtime.runtime_device_key(), "kernel": case["kernel"], "shape": case["shape"], "params": case["params"],
             "reason": case["reason"], "dtype": case["dtype"], "interpreter": specs["interpreter"],
             "torch": torch.__version__, "triton": triton.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "kernel_module_sha256": container.sha256_file(source),

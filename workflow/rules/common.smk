@@ -1,5 +1,7 @@
 # Shared definitions: the device key, the case plan, and input functions for the per-case rules.
-# All logic lives in the kernelscope package; this file only adapts it to Snakemake.
+# All logic lives in the kernelscope package; this file only adapts it to Snakemake. Planning imports
+# neither torch nor triton (kernelscope.cases reads kernels/catalog.json), so a GPU-less login node plans
+# a GPU run when the config names the device (--config device=nvidia-h200).
 
 import dataclasses
 import sys
@@ -14,13 +16,14 @@ CASES = ks_cases.plan(config, DEVICE)
 SPECS = f"results/{DEVICE}/specs.json"
 # Cases the optional Nsight Compute stage profiles (config ncu: true, or a list of cases / kernels).
 NCU_CASES = ks_cases.ncu_selection(config["ncu"], [dataclasses.asdict(c) for c in CASES])
-if DEVICE in config["compare_with"]:
-    raise ks_cases.ConfigError(f"compare_with names this run's own results ({DEVICE}); name other runs' devices")
 
-# Timing-sensitive jobs (sweep, timing, calibrate) take every GPU share, so nothing else runs on the GPU
-# while they measure; correctness, profile and environment jobs take one share and may run side by side.
-# profiles/default grants GPU_EXCLUSIVE shares in all.
-GPU_EXCLUSIVE = 16
+# Snakemake's standard GPU resources, which cluster executors turn into a GPU request (the SLURM plugin:
+# --gpus / --gres=gpu[:model]:1). An interpreter plan asks for none; gpu_model only where the config names
+# the cluster's model name. Timing-sensitive rules (sweep, timing, calibrate, ncu) can also ask for a whole
+# node: profiles/slurm sets slurm_extra="--exclusive" for them.
+GPU_RESOURCES = {} if ks_cases.is_interpreter(DEVICE) else {"gpu": 1}
+if config.get("gpu_model") and GPU_RESOURCES:
+    GPU_RESOURCES["gpu_model"] = config["gpu_model"]
 
 # Jobs run `python -m kernelscope ...`: inside the container that is the image's python; on the host
 # it is the interpreter running Snakemake (so a venv works without being activated).

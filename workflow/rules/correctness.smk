@@ -10,7 +10,7 @@ rule correctness:
         python=PYTHON,
         case=case_args,
     resources:
-        gpu_share=1,
+        **GPU_RESOURCES,
     container:
         CONTAINER_IMAGE
     log:

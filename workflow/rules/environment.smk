@@ -10,7 +10,7 @@ rule environment:
         python=PYTHON,
         extra=environment_extra,
     resources:
-        gpu_share=1,
+        **GPU_RESOURCES,
     container:
         CONTAINER_IMAGE
     log:
@@ -27,7 +27,7 @@ rule calibrate:
     output:
         "results/{device}/calibration.json",
     resources:
-        gpu_share=GPU_EXCLUSIVE,
+        **GPU_RESOURCES,
     container:
         CONTAINER_IMAGE
     params:

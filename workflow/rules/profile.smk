@@ -11,7 +11,7 @@ rule profile:
         python=PYTHON,
         case=case_args,
     resources:
-        gpu_share=1,
+        **GPU_RESOURCES,
     container:
         CONTAINER_IMAGE
     log:

@@ -4,6 +4,9 @@ localrules:
 
 
 rule specs:
+    input:
+        # the kernels' declarations as planned (a regenerated catalog re-plans)
+        catalog="kernels/catalog.json",
     output:
         SPECS,
     params:

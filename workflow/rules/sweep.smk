@@ -10,7 +10,7 @@ rule sweep:
         python=PYTHON,
         case=case_args,
     resources:
-        gpu_share=GPU_EXCLUSIVE,
+        **GPU_RESOURCES,
     container:
         CONTAINER_IMAGE
     log:

@@ -12,7 +12,7 @@ rule timing:
         python=PYTHON,
         case=case_args,
     resources:
-        gpu_share=GPU_EXCLUSIVE,
+        **GPU_RESOURCES,
     container:
         CONTAINER_IMAGE
     log:
