@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from kernelscope import clocks, runtime, stats, timing
+from kernelscope import clocks, faults, runtime, stats, timing
 from kernelscope.spec import Implementation, KernelSpec, Shape
 
 
@@ -37,17 +37,16 @@ def _measure_impl(spec: KernelSpec, impl: Implementation, inputs, shape: Shape, 
         # building the callable: for torch.compile this holds the process's first import of Dynamo and
         # Inductor, a cost the first call (its compile) does not include
         rec["prepare_ms"] = (time.perf_counter() - prepared) * 1e3
-        with torch.no_grad():
+        with torch.no_grad(), faults.bounded(impl.name):
             rec.update(timing.measure(fn, settings, monitor))
             if rec["median_us"] < settings.graph_below_us:
                 rec["graph"] = timing.graph_replay_us(fn, settings.graph_calls)
                 rec["host_wall_us"] = timing.host_wall_us(fn, settings.host_calls)
         rec["status"] = "ok"
-    except Exception as exc:  # a failing implementation is recorded; the others still run
-        rec.update({"status": "error", "reason": f"{type(exc).__name__}: {exc}"[:2000],
+    except Exception as exc:  # a failing (hanging, OOM) implementation is recorded; the others still run
+        rec.update({"status": faults.status(exc), "reason": f"{type(exc).__name__}: {exc}"[:2000],
                     "traceback": traceback.format_exc(limit=6)})
-        if runtime.select_backend() == "cuda":
-            torch.cuda.synchronize()
+        faults.after_failure()
     # everything this implementation cost the job: prepare, first call, clock warm-up, warm-up, samples,
     # graph replay and host timing (``wall_s`` is the sampling alone)
     rec["job_wall_s"] = time.perf_counter() - started
@@ -76,7 +75,12 @@ def time_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_configs: 
                     "reason": f"failed the correctness gate: {failed_correctness[impl.name]}"}
         return _measure_impl(spec, impl, inputs, shape, dtype, config, settings, monitor)
 
-    results = [{**run(primary, {}), "block": "A1"}]
+    results = []
+    # if a hang cannot be interrupted, the job writes what it has (faults.bounded); no A2 block, no A/A floor
+    faults.on_abandon(lambda label: {"primary_baseline": primary.name, "settings": dataclasses.asdict(settings),
+                                     "aa_floor": None, "setup_s": setup_s,
+                                     "implementations": [*results, faults.abandoned_record(label)]})
+    results.append({**run(primary, {}), "block": "A1"})
     for impl in spec.baselines:
         if impl.name != primary.name:
             results.append(run(impl, {}))

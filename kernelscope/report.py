@@ -242,7 +242,8 @@ def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, li
             no.append(f"An ordering of {c['a']} and {c['b']} for {c['kernel']} {c['shape']} {c['dtype']}: {c['why']}.")
     corr = tbl["correctness"]
     if not corr.empty:
-        bad = corr[(corr["role"] != "negative control") & corr["status"].isin(["fail", "error"])]
+        failed = ["fail", "error", "timeout", "oom", "compile_error"]  # the last three: kernelscope.faults
+        bad = corr[(corr["role"] != "negative control") & corr["status"].isin(failed)]
         for _, r in bad.iterrows():
             no.append(f"Any timing of {r['implementation']} on {r['kernel']} {r['shape']} {r['dtype']}: it failed the "
                       f"correctness gate ({r['failure']}).")

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernelscope import correctness, runtime, timing
+from kernelscope import correctness, faults, runtime, timing
 from kernelscope.spec import Implementation, KernelSpec, Shape
 
 
@@ -48,25 +48,25 @@ def sweep_variant(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: t
             records.append({**rec, "status": "pruned", "reason": reason})
             continue
         try:
-            out = spec.make_output(inputs)
-            out.fill_(float("nan"))
-            fn = impl.prepare(inputs, out, config)
-            rec["first_call_ms"] = timing.first_call(fn)
-            check = correctness.compare(fn(), expected, tol.atol, tol.rtol)
-            if not check["ok"]:
-                records.append({**rec, "status": "wrong", "reason": check["failure"],
-                                "max_abs_err": check["max_abs_err"]})
-                continue
-            measured = timing.measure(fn, settings, with_first_call=False)
-            rec.update({k: measured[k] for k in ("median_us", "p20_us", "p80_us", "min_us", "max_us", "n",
-                                                 "ci95_low_us", "ci95_high_us")})
-            rec["samples_us"] = measured["samples_us"]
-            rec["status"] = "ok"
-        except Exception as exc:  # compile failures (OutOfResources, ...) are data
-            rec.update({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:2000],
+            with faults.bounded(f"{impl.name} {rec['key']}"):
+                out = spec.make_output(inputs)
+                out.fill_(float("nan"))
+                fn = impl.prepare(inputs, out, config)
+                rec["first_call_ms"] = timing.first_call(fn)
+                check = correctness.compare(fn(), expected, tol.atol, tol.rtol)
+                if not check["ok"]:
+                    records.append({**rec, "status": "wrong", "reason": check["failure"],
+                                    "max_abs_err": check["max_abs_err"]})
+                    continue
+                measured = timing.measure(fn, settings, with_first_call=False)
+                rec.update({k: measured[k] for k in ("median_us", "p20_us", "p80_us", "min_us", "max_us", "n",
+                                                     "ci95_low_us", "ci95_high_us")})
+                rec["samples_us"] = measured["samples_us"]
+                rec["status"] = "ok"
+        except Exception as exc:  # compile failures (OutOfResources, ...), OOMs and hangs are data
+            rec.update({"status": "failed", "fault": faults.status(exc), "reason": f"{type(exc).__name__}: {exc}"[:2000],
                         "traceback": traceback.format_exc(limit=6)})
-            if runtime.select_backend() == "cuda":
-                torch.cuda.synchronize()
+            faults.after_failure()
         records.append(rec)
     return {"implementation": impl.name, "status": "ok", **summarize(records)}
 
@@ -74,7 +74,12 @@ def sweep_variant(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: t
 def sweep_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, settings: timing.TimingSettings,
                max_configs: int | None = None) -> dict[str, Any]:
     """Every Triton variant of one case (one job, so process start-up is paid once per case)."""
-    return {"variants": [sweep_variant(spec, impl, shape, dtype, settings, max_configs) for impl in spec.triton_variants]}
+    variants: list[dict[str, Any]] = []
+    # if a hang cannot be interrupted, the job writes the variants swept so far (faults.bounded)
+    faults.on_abandon(lambda label: {"variants": list(variants)})
+    for impl in spec.triton_variants:
+        variants.append(sweep_variant(spec, impl, shape, dtype, settings, max_configs))
+    return {"variants": variants}
 
 
 def best_configs(doc: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
