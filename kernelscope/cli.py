@@ -52,12 +52,14 @@ def _write_json(path: str, doc: dict[str, Any]) -> None:
 
 
 def _load(path: str) -> dict[str, Any]:
+    from kernelscope import results
+
     try:
-        return json.loads(Path(path).read_text())
+        return results.load(path)
     except FileNotFoundError:
         sys.exit(f"kernelscope: {path} does not exist")
-    except json.JSONDecodeError as exc:
-        sys.exit(f"kernelscope: {path} is not valid JSON: {exc}")
+    except results.CorruptResult as exc:
+        sys.exit(f"kernelscope: {exc}")
 
 
 def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
@@ -226,10 +228,11 @@ def main(argv: list[str] | None = None) -> None:
     # cache is kept. (Inductor and Triton read these variables when they compile, not at import.)
     args.cold_caches = _cold_caches() if args.cold and runtime.select_backend() == "cuda" else None
     from kernelscope.cases import ConfigError
+    from kernelscope.results import CorruptResult
 
     try:
         args.fn(args)
-    except (ConfigError, runtime.DeviceMismatch, KeyError) as exc:
+    except (ConfigError, CorruptResult, runtime.DeviceMismatch, KeyError) as exc:
         sys.exit(f"kernelscope {args.stage}: {exc.args[0] if exc.args else exc}")
 
 
