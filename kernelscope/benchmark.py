@@ -21,14 +21,14 @@ from typing import Any
 
 import torch
 
-from kernelscope import claims, clocks, gpus, runtime, stats, timing
+from kernelscope import claims, clocks, faults, gpus, runtime, stats, timing
 from kernelscope.spec import Implementation, KernelSpec, Shape
 
 
 def _error(rec: dict[str, Any], exc: Exception) -> dict[str, Any]:
-    if runtime.select_backend() == "cuda":
-        torch.cuda.synchronize()
-    return {**rec, "status": "error", "reason": f"{type(exc).__name__}: {exc}"[:2000],
+    """The record of an implementation that raised: its status says how (timeout, oom, compile_error, error)."""
+    faults.after_failure()
+    return {**rec, "status": faults.status(exc), "reason": f"{type(exc).__name__}: {exc}"[:2000],
             "traceback": traceback.format_exc(limit=6)}
 
 
@@ -56,7 +56,7 @@ class _Prepared:
             with torch.no_grad():
                 if impl.kind == "triton":  # a baseline's closure would run its kernels for real
                     self.rec["compile_ms"] = timing.compile_only(fn)
-                with gpus.shared(f"first call {impl.name}"):
+                with gpus.shared(f"first call {impl.name}"), faults.bounded(impl.name):
                     self.rec["first_call_ms"] = timing.first_call(fn)
             self.fn = fn
         except Exception as exc:  # a failing implementation is recorded; the others still run
@@ -73,12 +73,12 @@ def _measure(prepared: _Prepared, settings: timing.TimingSettings, monitor: cloc
         return rec
     started = time.perf_counter()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), faults.bounded(prepared.impl.name):
             rec.update(timing.measure(prepared.fn, settings, monitor, with_first_call=False, flush=flush))
             if wants_graph(rec, settings):
                 _add_graph(rec, prepared, settings, flush)
         rec["status"] = "ok"
-    except Exception as exc:  # noqa: BLE001 - recorded; the other implementations still run
+    except Exception as exc:  # noqa: BLE001 - a failing (hanging, OOM) implementation is recorded; the others run
         rec = _error(rec, exc)
     # everything this implementation cost the job: prepare, compile, first call, warm-ups, samples, graph
     # replay and host timing (``wall_s`` is the sampling alone)
@@ -125,6 +125,13 @@ def time_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_configs: 
     order += [(impl, {}) for impl in spec.baselines if impl.name != primary.name]
     order += [(impl, best_configs.get(impl.name)) for impl in spec.triton_variants]
     slots: list[dict[str, Any] | _Prepared] = []
+    results: list[dict[str, Any]] = []
+    # if a hang cannot be interrupted, the job writes what it has (faults.bounded): the records measured so
+    # far, else those prepared so far; no A2 block, no A/A floor
+    faults.on_abandon(lambda label: {
+        "primary_baseline": primary.name, "settings": dataclasses.asdict(settings), "aa_floor": None,
+        "implementations": [*(results or [s.rec if isinstance(s, _Prepared) else s for s in slots]),
+                            faults.abandoned_record(label)]})
     for impl, config in order:
         slots.append(skipped(impl, config) or _Prepared(spec, impl, inputs, config))
     setup_s = time.perf_counter() - started  # inputs, every prepare, compile and first call
@@ -134,10 +141,12 @@ def time_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_configs: 
     with gpus.exclusive("timing"):
         if monitor is not None and monitor.available and isinstance(slots[0], _Prepared) and slots[0].fn:
             monitor.settle(slots[0].fn, seconds=settings.clock_warmup_s * 2)
-        results = [_measure(s, settings, monitor, flush, "A1" if i == 0 else None) if isinstance(s, _Prepared)
-                   else {**s, **({"block": "A1"} if i == 0 else {})} for i, s in enumerate(slots)]
-        results.append(_measure(slots[0], settings, monitor, flush, "A2") if isinstance(slots[0], _Prepared)
-                       else {**slots[0], "block": "A2"})
+        for i, slot in enumerate([*slots, slots[0]]):
+            block = "A1" if i == 0 else "A2" if i == len(slots) else None
+            if isinstance(slot, _Prepared):
+                results.append(_measure(slot, settings, monitor, flush, block))
+            else:
+                results.append({**slot, **({"block": block} if block else {})})
         # a launch-bound record is compared by graph replay, which needs the other side's graph too
         if any(r.get("status") == "ok" and claims.launch_bound(r) for r in results):
             prepared = {s.impl.name: s for s in slots if isinstance(s, _Prepared)}

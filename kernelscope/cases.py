@@ -4,6 +4,12 @@ The workflow calls :func:`plan` while it builds the DAG and :func:`write_specs` 
 later job reads its case from ``specs.json`` (config → specs → per-case results → tables → report), so
 no job re-derives the plan from a config it may not see.
 
+Planning imports neither torch nor triton and asks nothing of the machine that parses the Snakefile
+(beyond ``nvidia-smi`` for ``device: auto``): the kernels' declarations come from ``kernels/catalog.json``
+(:mod:`kernelscope.catalog`), the target device and shape set from the config. A login node without a
+GPU plans a GPU run when told the device (``--config device=nvidia-h200``). Every mistake in the config is
+refused here, before any job runs, with the field, the value and what is allowed.
+
 Results path grammar (relative to the working directory)::
 
     results/<device>/specs.json                                   resolved cases and settings
@@ -23,17 +29,35 @@ Results path grammar (relative to the working directory)::
 GPU never overwrites the first; ``<shape>`` is :attr:`kernelscope.spec.Shape.id` (``M4096_N1000``).
 """
 
+
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+import os
+import re
+import shutil
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernelscope import registry, runtime
-from kernelscope.spec import DTYPES, KernelSpec, Shape
+from kernelscope import catalog
+
+INTERPRETER_KEY = "cpu-interpreter"
+#: ``device: any-gpu``: a GPU plan for whichever CUDA device each job lands on (recorded per case)
+ANY_GPU = "any-gpu"
+#: GPU memory of the devices the planner knows by key, in GiB (nvidia-smi's memory.total); other devices
+#: are checked only when the config gives ``device_memory_gib``
+KNOWN_MEMORY_GIB = {
+    "nvidia-h200": 143771 / 1024,
+    "nvidia-h100-80gb-hbm3": 81559 / 1024,
+    "nvidia-a100-sxm4-80gb": 81920 / 1024,
+    "nvidia-a100-sxm4-40gb": 40960 / 1024,
+}
+#: timing settings whose lower bound must not exceed their upper bound
+ORDERED_SETTINGS = (("min_samples", "max_samples"), ("min_time_s", "max_time_s"))
 
 
 class ConfigError(ValueError):
@@ -54,7 +78,7 @@ class Case:
 #: config keys that select optional work without changing any measurement: left out of the hash, so that
 #: profiling a few more cases with ncu, or comparing with another run, does not invalidate (and re-run)
 #: every result of the plan
-SELECTION_ONLY = ("ncu", "compare_with")
+SELECTION_ONLY = ("ncu", "compare_with", "label")
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -62,22 +86,55 @@ def config_hash(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(measured, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def slug(name: str) -> str:
+    """``'NVIDIA H200'`` -> ``'nvidia-h200'``: a path-safe device key."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def host_device_key() -> str:
+    """``device: auto``: the first GPU of the machine that plans, from ``nvidia-smi`` (no torch, no CUDA
+    initialisation), or the interpreter where there is none."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return INTERPRETER_KEY
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=30, check=True).stdout.strip().splitlines()
+            if out and out[0].strip():
+                return slug(out[0])
+        except (subprocess.SubprocessError, OSError):
+            pass
+    return INTERPRETER_KEY
+
+
 def device_key(config: Mapping[str, Any]) -> str:
+    """The target device: ``auto`` asks the planning machine; any other value is taken as given, so a
+    GPU-less login node can plan for ``nvidia-h200`` (or ``any-gpu``)."""
     key = config.get("device", "auto")
-    return runtime.detect_device_key() if key == "auto" else runtime.slug(key)
+    return host_device_key() if key == "auto" else slug(key)
 
 
-def shape_set_name(config: Mapping[str, Any]) -> str:
-    """``auto``: the tiny ``cpu`` set under the interpreter, the ``gpu`` set on a CUDA device (whatever the
-    results are labelled)."""
+def results_key(config: Mapping[str, Any]) -> str:
+    """The ``results/<key>/`` and ``reports/<key>/`` name: the config's ``label`` where given (a second run of
+    one device, e.g. on another card, next to the first), else the target device's key."""
+    return slug(config["label"]) if config.get("label") else device_key(config)
+
+
+def is_interpreter(key: str) -> bool:
+    return key == INTERPRETER_KEY
+
+
+def shape_set_name(config: Mapping[str, Any], key: str) -> str:
+    """``auto``: the tiny ``cpu`` set for the interpreter, the ``gpu`` set for a GPU target."""
     name = config.get("shape_set", "auto")
     if name == "auto":
-        return "cpu" if runtime.detect_device_key() == runtime.INTERPRETER_KEY else "gpu"
+        return "cpu" if is_interpreter(key) else "gpu"
     return name
 
 
 def _kernel_entries(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    kernels = registry.available()
+    kernels = catalog.load()["kernels"]
     wanted = config.get("kernels") or {name: {} for name in kernels}
     unknown = sorted(set(wanted) - set(kernels))
     if unknown:
@@ -85,23 +142,115 @@ def _kernel_entries(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: dict(entry or {}) for name, entry in wanted.items()}
 
 
-def shapes_for(spec: KernelSpec, entry: Mapping[str, Any], set_name: str) -> list[Shape]:
-    if entry.get("shapes"):
-        return [Shape({k: int(v) for k, v in params.items() if k != "reason"},
-                      str(params.get("reason", "given in the config"))) for params in entry["shapes"]]
-    name = entry.get("shape_set", set_name)
-    if name not in spec.shape_sets:
-        raise ConfigError(f"kernel {spec.name!r} has no shape set {name!r}; it declares {sorted(spec.shape_sets)}")
-    return list(spec.shape_sets[name])
+def _as_int(value: Any) -> int | None:
+    """An integer, or its digits (``snakemake --config 'kernels={...}'`` passes nested values as strings)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value):
+        return int(value)
+    return None
 
 
-def dtypes_for(spec: KernelSpec, entry: Mapping[str, Any]) -> list[str]:
-    declared = [name for name, dt in DTYPES.items() if dt in spec.tolerances]
-    chosen = entry.get("dtypes") or declared
+def check_shape(kernel: str, entry: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, int]:
+    """A config-given shape's parameters, refused unless each is a declared one with a valid value:
+    sizes are integers >= 1, switches (declared only as 0 or 1) are 0 or 1, and none is missing."""
+    field = f"kernels.{kernel}.shapes"
+    declared = entry["params"]
+    allowed = declared["required"] + declared["optional"]
+    given = {k: v for k, v in params.items() if k != "reason"}
+    missing = [n for n in declared["required"] if n not in given]
+    if missing:
+        raise ConfigError(f"{field}: shape {dict(given)} lacks {missing}; {kernel} needs {declared['required']} "
+                          f"(optional: {declared['optional']})")
+    extra = [n for n in given if n not in allowed]
+    if extra:
+        raise ConfigError(f"{field}: shape {dict(given)} has unknown parameter(s) {extra}; {kernel} takes {allowed}")
+    for name, raw in given.items():
+        value = _as_int(raw)
+        if value is None:
+            raise ConfigError(f"{field}: {name}={raw!r} in {dict(given)} is not an integer")
+        if name in declared["flags"] and value not in (0, 1):
+            raise ConfigError(f"{field}: {name}={value} in {dict(given)} is a switch; allowed: 0 or 1")
+        if name not in declared["flags"] and value < 1:
+            raise ConfigError(f"{field}: {name}={value} in {dict(given)} is a size; allowed: an integer >= 1")
+    return {k: _as_int(v) for k, v in given.items()}
+
+
+def shapes_for(name: str, entry: Mapping[str, Any], selection: Mapping[str, Any], set_name: str) -> list[dict]:
+    """The shapes of one kernel: ``[{"params": {...}, "reason": ...}]``."""
+    if selection.get("shapes"):
+        return [{"params": check_shape(name, entry, params), "reason": str(params.get("reason", "given in the config"))}
+                for params in selection["shapes"]]
+    set_name = selection.get("shape_set", set_name)
+    if set_name not in entry["shape_sets"]:
+        raise ConfigError(f"kernels.{name}.shape_set: kernel {name!r} has no shape set {set_name!r}; it declares "
+                          f"{sorted(entry['shape_sets'])}")
+    return list(entry["shape_sets"][set_name])
+
+
+def dtypes_for(name: str, entry: Mapping[str, Any], selection: Mapping[str, Any]) -> list[str]:
+    declared = entry["dtypes"]
+    chosen = selection.get("dtypes") or declared
     bad = [d for d in chosen if d not in declared]
     if bad:
-        raise ConfigError(f"kernel {spec.name!r}: dtype(s) {bad} not supported; it declares tolerances for {declared}")
+        raise ConfigError(f"kernels.{name}.dtypes: kernel {name!r}: dtype(s) {bad} not supported; it declares "
+                          f"tolerances for {declared}")
     return list(chosen)
+
+
+def implementations_for(name: str, entry: Mapping[str, Any], selection: Mapping[str, Any]) -> tuple[list, list]:
+    """The Triton variants and baselines the config selects (default: all). The primary baseline is always
+    run: the A/A blocks and every ranking are measured against it."""
+    chosen = {}
+    for field in ("variants", "baselines"):
+        names = selection.get(field) or entry[field]
+        unknown = [n for n in names if n not in entry[field]]
+        if unknown:
+            raise ConfigError(f"kernels.{name}.{field}: {unknown} not declared by kernel {name!r}; it declares "
+                              f"{entry[field]}")
+        chosen[field] = [n for n in entry[field] if n in names]
+    if entry["primary_baseline"] not in chosen["baselines"]:
+        raise ConfigError(f"kernels.{name}.baselines: {chosen['baselines']} leaves out {entry['primary_baseline']!r}, "
+                          f"the primary baseline that every variant is ranked against; add it")
+    return chosen["variants"], chosen["baselines"]
+
+
+def device_memory_gib(config: Mapping[str, Any], key: str) -> float | None:
+    return config.get("device_memory_gib") or KNOWN_MEMORY_GIB.get(key)
+
+
+def check_fits(case: Mapping[str, Any], entry: Mapping[str, Any], memory_gib: float | None, key: str) -> None:
+    if memory_gib is None:
+        return
+    need = catalog.footprint_bytes(entry, case["params"], case["dtype"])
+    if need > memory_gib * 2**30:
+        raise ConfigError(f"kernels.{case['kernel']}.shapes: {case['shape']} at {case['dtype']} needs at least "
+                          f"{need / 2**30:.1f} GiB for its inputs and output; {key} has {memory_gib:.1f} GiB")
+
+
+def check_timing(config: Mapping[str, Any]) -> None:
+    """Bounds the schema cannot state: each lower bound at most its upper bound."""
+    sweep = config.get("sweep", {})
+    blocks = {"timing": config.get("timing", {}), "timing_interpreter": config.get("timing_interpreter", {}),
+              "sweep.timing": sweep.get("timing", {}), "sweep.timing_interpreter": sweep.get("timing_interpreter", {})}
+    for field, block in blocks.items():
+        for low, high in ORDERED_SETTINGS:
+            if low in block and high in block and block[low] > block[high]:
+                raise ConfigError(f"{field}: {low}={block[low]} exceeds {high}={block[high]}; allowed: "
+                                  f"{low} <= {high}")
+
+
+def check_compare_with(config: Mapping[str, Any], key: str) -> list[str]:
+    others = config.get("compare_with", [])
+    if not isinstance(others, list) or not all(isinstance(o, str) for o in others):
+        raise ConfigError(f"compare_with: {others!r} is not a list of device keys (compare_with: [nvidia-h100])")
+    bad = [o for o in others if o != slug(o)]
+    if bad:
+        raise ConfigError(f"compare_with: {bad} are not device keys (results/<device> directory names such as "
+                          f"{[slug(o) for o in bad]})")
+    if key in others:
+        raise ConfigError(f"compare_with names this run's own results ({key}); name other runs' devices")
+    return list(others)
 
 
 def plan(config: Mapping[str, Any], key: str | None = None) -> list[Case]:
@@ -111,24 +260,29 @@ def plan(config: Mapping[str, Any], key: str | None = None) -> list[Case]:
 
 def specs(config: Mapping[str, Any], key: str) -> dict[str, Any]:
     """The resolved plan: every case with its shape parameters and reason, and the stage settings."""
-    interpreter = runtime.detect_device_key() == runtime.INTERPRETER_KEY
-    set_name = shape_set_name(config)
+    interpreter = is_interpreter(key)
+    set_name = shape_set_name(config, key)
+    check_timing(config)
+    check_compare_with(config, results_key(config) if config.get("label") else key)
+    memory = device_memory_gib(config, key)
+    kernels = catalog.load()["kernels"]
     cases = []
-    for name, entry in _kernel_entries(config).items():
-        spec = registry.get(name)
-        for shape in shapes_for(spec, entry, set_name):
-            for dtype in dtypes_for(spec, entry):
-                cases.append({
-                    "kernel": name, "shape": shape.id, "params": dict(shape.params), "reason": shape.reason,
-                    "dtype": dtype, "variants": [i.name for i in spec.triton_variants],
-                    "baselines": [i.name for i in spec.baselines], "primary_baseline": spec.primary_baseline,
-                })
+    for name, selection in _kernel_entries(config).items():
+        entry = kernels[name]
+        variants, baselines = implementations_for(name, entry, selection)
+        dtypes = dtypes_for(name, entry, selection)
+        for shape in shapes_for(name, entry, selection, set_name):
+            for dtype in dtypes:
+                case = {"kernel": name, "shape": catalog.shape_id(shape["params"]), "params": dict(shape["params"]),
+                        "reason": shape["reason"], "dtype": dtype, "variants": variants, "baselines": baselines,
+                        "primary_baseline": entry["primary_baseline"]}
+                check_fits(case, entry, memory, key)
+                cases.append(case)
     sweep = dict(config.get("sweep", {}))
     return {
-        "device": key,
-        # what the jobs must see: the detected hardware, which differs from `device` when the config
-        # gives the results a label of its own (device: my-label)
-        "hardware": runtime.detect_device_key(),
+        "device": slug(config["label"]) if config.get("label") else key,
+        # what the jobs must see: the target device (any CUDA device for any-gpu; each job records its own)
+        "hardware": key,
         "interpreter": interpreter,
         "shape_set": set_name,
         "config_hash": config_hash(config),
@@ -140,6 +294,7 @@ def specs(config: Mapping[str, Any], key: str) -> dict[str, Any]:
         "profile": dict(config.get("profile", {})),
         "ncu": ncu_selection(config.get("ncu", False), cases),
         "calibration": dict(config.get("calibration", {})),
+        "limits": {"implementation_s": config.get("implementation_time_limit_s", 900)},
         "external_references": list(config.get("external_references", [])),
         "cases": cases,
     }
@@ -159,12 +314,28 @@ def ncu_selection(value: bool | Sequence[str], cases: Sequence[Mapping[str, Any]
 
 
 def write_specs(config: Mapping[str, Any], key: str, path: str | Path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(specs(config, key), indent=2) + "\n")
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(target.suffix + ".tmp")
+    tmp.write_text(json.dumps(specs(config, key), indent=2) + "\n")
+    tmp.replace(target)
 
 
-def load_case(specs_doc: Mapping[str, Any], kernel: str, shape: str, dtype: str) -> tuple[KernelSpec, Shape, dict]:
+def load_case(specs_doc: Mapping[str, Any], kernel: str, shape: str, dtype: str):
+    """``(KernelSpec, Shape, case)`` for a job: the kernel module's declaration, narrowed to the
+    implementations the plan selected. Imports torch (jobs only, never planning)."""
+    from kernelscope import registry
+    from kernelscope.spec import Shape
+
     for case in specs_doc["cases"]:
         if (case["kernel"], case["shape"], case["dtype"]) == (kernel, shape, dtype):
-            return registry.get(kernel), Shape(case["params"], case["reason"]), case
+            spec = registry.get(kernel)
+            declared = {i.name for i in spec.implementations}
+            stale = [n for n in case["variants"] + case["baselines"] if n not in declared]
+            if stale:
+                raise ConfigError(f"specs name implementation(s) {stale} that kernels/{kernel}.py does not declare: "
+                                  f"kernels/catalog.json is stale; run `{catalog.REGENERATE}` and rerun")
+            keep = set(case["variants"]) | set(case["baselines"])
+            spec = dataclasses.replace(spec, implementations=[i for i in spec.implementations if i.name in keep])
+            return spec, Shape(case["params"], case["reason"]), case
     raise ConfigError(f"case {kernel}/{dtype}/{shape} is not in the specs for device {specs_doc['device']!r}")

@@ -54,23 +54,25 @@ def _write_json(path: str, doc: dict[str, Any]) -> None:
 
 
 def _load(path: str) -> dict[str, Any]:
+    from kernelscope import results
+
     try:
-        return json.loads(Path(path).read_text())
+        return results.load(path)
     except FileNotFoundError:
         sys.exit(f"kernelscope: {path} does not exist")
-    except json.JSONDecodeError as exc:
-        sys.exit(f"kernelscope: {path} is not valid JSON: {exc}")
+    except results.CorruptResult as exc:
+        sys.exit(f"kernelscope: {exc}")
 
 
 def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
     import torch
     import triton
 
-    from kernelscope import container, environment, gpus, registry
+    from kernelscope import container, environment, gpus, registry, runtime
 
     registry.get(case["kernel"])  # imported, so its source file is known wherever the package is installed
     source = sys.modules[f"kernels.{case['kernel']}"].__file__
-    return {"device": specs["device"], "kernel": case["kernel"], "shape": case["shape"], "params": case["params"],
+    return {"device": specs["device"], "hardware": runtime.runtime_device_key(), "kernel": case["kernel"], "shape": case["shape"], "params": case["params"],
             "reason": case["reason"], "dtype": case["dtype"], "interpreter": specs["interpreter"],
             "torch": torch.__version__, "triton": triton.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "kernel_module_sha256": container.sha256_file(source),
@@ -104,6 +106,11 @@ def _resolve(args) -> tuple[dict, Any, Any, Any, dict]:
         # lock is taken, so that no sampler on this card waits for an import
         import torch._dynamo  # noqa: F401
         import torch._inductor.compile_fx  # noqa: F401
+    from kernelscope import faults
+
+    # a hang that only ending the process can stop still leaves this job's result (kernelscope.faults)
+    faults.configure(specs.get("limits", {}).get("implementation_s"),
+                     salvage=lambda doc: _write_json(args.out, {**_case_header(specs, case), **doc}))
     # imports (torch, triton, the kernel module) and CUDA initialisation (the device-key check)
     _PHASES["setup"] = time.perf_counter() - _MAIN_STARTED
     return specs, spec, shape, DTYPES[args.dtype], case
@@ -156,7 +163,7 @@ def cmd_timing(args) -> None:
     specs, spec, shape, dtype, case = _resolve(args)
     settings = timing.TimingSettings.from_config(specs["timing"])
     gate = _load(args.correctness)
-    failed = {r["implementation"]: r.get("failure") for r in gate["implementations"] if r["status"] in ("fail", "error")}
+    failed = {r["implementation"]: r.get("failure") for r in gate["implementations"] if r.get("ok") is False}
     result = benchmark.time_case(spec, shape, dtype, sweep.best_configs(_load(args.sweep)), settings, failed_correctness=failed)
     _write_json(args.out, {**_case_header(specs, case), "cold_caches": args.cold_caches, **result})
 
@@ -251,10 +258,11 @@ def main(argv: list[str] | None = None) -> None:
     # cache is kept. (Inductor and Triton read these variables when they compile, not at import.)
     args.cold_caches = _cold_caches() if args.cold and runtime.select_backend() == "cuda" else None
     from kernelscope.cases import ConfigError
+    from kernelscope.results import CorruptResult
 
     try:
         args.fn(args)
-    except (ConfigError, runtime.DeviceMismatch, KeyError) as exc:
+    except (ConfigError, CorruptResult, runtime.DeviceMismatch, KeyError) as exc:
         sys.exit(f"kernelscope {args.stage}: {exc.args[0] if exc.args else exc}")
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import claims, environment, report
+from kernelscope import claims, environment, report, results
 from kernelscope.document import bullets, render, table, text
 
 #: environment fields that must be equal for two runs' numbers to be ranked against each other
@@ -269,5 +269,6 @@ def build(results_a: str | Path, results_b: str | Path, out_dir: str | Path, lab
     verdict = comparability(a, b)
     rows = compare_cases(a, b, verdict["kind"]) if verdict["kind"] != NOT_COMPARABLE else pd.DataFrame()
     render(document(a, b, verdict, rows), out)
-    rows.to_csv(out / "comparison.csv", index=False)
+    with results.atomic(out / "comparison.csv") as tmp:
+        rows.to_csv(tmp, index=False)
     return verdict

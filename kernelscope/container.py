@@ -298,7 +298,9 @@ def identity(image: str | Path, definition: str | Path = DEFINITION, lock: str |
 
 
 def write_identity(image: str | Path, definition: str | Path, lock: str | Path, out: str | Path) -> None:
-    Path(out).write_text(json.dumps(identity(image, definition, lock)) + "\n")
+    from kernelscope import results
+
+    results.write_text(out, json.dumps(identity(image, definition, lock)) + "\n")
 
 
 def check_image(lock: str | Path, cuda: str) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from kernelscope import gpus, runtime, timing
+from kernelscope import faults, gpus, runtime, timing
 from kernelscope.spec import Implementation, Inputs, KernelSpec, Shape
 
 SENTINEL = -1234.5  # second poison: finite, exactly representable in fp16/bf16/fp32, not a plausible result
@@ -144,10 +144,12 @@ def check_implementation(spec: KernelSpec, impl: Implementation, shape: Shape, d
         return {**result, "status": "unsupported", "reason": reason, "ok": None, "seeds": []}
     records = []
     try:
-        for i, seed in enumerate(seeds):
-            records.append(check_seed(spec, impl, shape, dtype, seed, config or {}, repeat=(i == 0)))
-    except Exception as exc:  # a crashing kernel is a failing kernel, recorded with its error
-        return {**result, "status": "error", "ok": False, "seeds": records,
+        with faults.bounded(impl.name):
+            for i, seed in enumerate(seeds):
+                records.append(check_seed(spec, impl, shape, dtype, seed, config or {}, repeat=(i == 0)))
+    except Exception as exc:  # a crashing, hanging or OOM kernel is a failing kernel, recorded with its error
+        faults.after_failure()
+        return {**result, "status": faults.status(exc), "ok": False, "seeds": records,
                 "failure": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=8)}
     ok = all(r["ok"] for r in records)
     summary = {
@@ -176,24 +178,30 @@ def _compile_ahead(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: 
 def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequence[int]) -> dict[str, Any]:
     """Every implementation (Triton variants at their default config, baselines) and every negative
     control. ``gate_live`` is False if any negative control was accepted: the tolerance is too loose."""
-    implementations = []
+    implementations, controls = [], []
+    tol = spec.tolerance(dtype)
+
+    def doc() -> dict[str, Any]:
+        return {
+            "tolerance": {"atol": tol.atol, "rtol": tol.rtol, "reason": tol.reason},
+            "seeds": list(seeds),
+            "implementations": implementations,
+            "negative_controls": controls,
+            # live only if every declared control ran and was rejected
+            "gate_live": len(controls) == len(spec.negative_controls) and all(c["rejected"] for c in controls),
+        }
+
+    # if a hang cannot be interrupted, the job writes what it has (faults.bounded)
+    faults.on_abandon(lambda label: {**doc(), "implementations": [*implementations, faults.abandoned_record(label)]})
     for impl in spec.implementations:
         config = impl.default_config(shape, dtype) if impl.kind == "triton" else {}
         if impl.kind == "triton" and runtime.select_backend() == "cuda" and not impl.unsupported_reason(shape, dtype):
             _compile_ahead(spec, impl, shape, dtype, seeds[0], config)
         with gpus.shared(f"correctness {impl.name}"):  # one implementation at a time: samplers get in between
             implementations.append(check_implementation(spec, impl, shape, dtype, seeds, config))
-    controls = []
     for impl in spec.negative_controls:
         with gpus.shared(f"correctness {impl.name}"):
             rec = check_implementation(spec, impl, shape, dtype, seeds, {})
         rec["rejected"] = rec["ok"] is False
         controls.append(rec)
-    tol = spec.tolerance(dtype)
-    return {
-        "tolerance": {"atol": tol.atol, "rtol": tol.rtol, "reason": tol.reason},
-        "seeds": list(seeds),
-        "implementations": implementations,
-        "negative_controls": controls,
-        "gate_live": all(c["rejected"] for c in controls),
-    }
+    return doc()

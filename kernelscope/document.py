@@ -15,6 +15,8 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from kernelscope import results
+
 TEMPLATES = Path(__file__).parent / "templates"
 
 
@@ -54,7 +56,7 @@ def render(doc: dict[str, Any], out: Path) -> None:
                                  trim_blocks=True, lstrip_blocks=True)
         env.filters["md_cell"] = _md_cell
         env.filters["md_text"] = _md_text
-        (out / target).write_text(env.get_template(template).render(doc=doc))
+        results.write_text(out / target, env.get_template(template).render(doc=doc))
 
 
 def _md_text(value: str) -> str:

@@ -14,13 +14,14 @@ from typing import Any
 import pandas as pd
 
 from kernelscope import claims, environment, registry, runsummary
+from kernelscope import results as results_io
 from kernelscope.document import bullets, kv, render, table, text
 from kernelscope.spec import DTYPES, Shape
 
 
 
 def _load(path: Path) -> dict[str, Any] | None:
-    return json.loads(path.read_text()) if path.is_file() else None
+    return results_io.load(path) if path.is_file() else None
 
 
 def collect(results: Path) -> dict[str, Any]:
@@ -232,7 +233,8 @@ def roofline(data: dict[str, Any], timing_df: pd.DataFrame, path: Path) -> bool:
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with results_io.atomic(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
     return True
 
@@ -263,7 +265,8 @@ def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, li
             no.append(f"An ordering of {c['a']} and {c['b']} for {c['kernel']} {c['shape']} {c['dtype']}: {c['why']}.")
     corr = tbl["correctness"]
     if not corr.empty:
-        bad = corr[(corr["role"] != "negative control") & corr["status"].isin(["fail", "error"])]
+        failed = ["fail", "error", "timeout", "oom", "compile_error"]  # the last three: kernelscope.faults
+        bad = corr[(corr["role"] != "negative control") & corr["status"].isin(failed)]
         for _, r in bad.iterrows():
             no.append(f"Any timing of {r['implementation']} on {r['kernel']} {r['shape']} {r['dtype']}: it failed the "
                       f"correctness gate ({r['failure']}).")
@@ -645,7 +648,9 @@ def build(results_dir: str | Path, out_dir: str | Path) -> None:
     data = collect(results)
     tbl = tables(data)
     for name, df in tbl.items():
-        df.to_csv(out / "tables" / f"{name}.csv", index=False)
-    (out / "run.json").write_text(json.dumps(data["run"], indent=1, sort_keys=True) + "\n")
+        with results_io.atomic(out / "tables" / f"{name}.csv") as tmp:
+            df.to_csv(tmp, index=False)
+    with results_io.atomic(out / "run.json") as tmp:
+        Path(tmp).write_text(json.dumps(data["run"], indent=1, sort_keys=True) + "\n")
     has_plot = roofline(data, tbl["timing"], out / "roofline.png")
     render(document(data, tbl, has_plot), out)

@@ -7,11 +7,12 @@ GPU-lock sections, :mod:`kernelscope.gpus`) and Snakemake's per-job benchmark fi
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from kernelscope import results as results_io
 
 #: per-case stages whose records carry a job header, in pipeline order
 CASE_STAGES = ("correctness", "sweep", "timing", "profile", "ncu")
@@ -21,10 +22,10 @@ def _records(results: Path) -> Iterable[tuple[str, dict[str, Any]]]:
     for name in ("calibration", "environment"):
         path = results / f"{name}.json"
         if path.is_file():
-            yield name, json.loads(path.read_text())
+            yield name, results_io.load(path)
     for stage in CASE_STAGES:
         for path in sorted((results / stage).glob("*/*/*.json")):
-            yield stage, json.loads(path.read_text())
+            yield stage, results_io.load(path)
 
 
 def _benchmark_wall(results: Path) -> dict[str, list[float]]:
@@ -55,8 +56,8 @@ def overlapping_exclusive_sections(sections: list[tuple[str, float, float]]) -> 
 
 def summarize(results_dir: str | Path) -> dict[str, Any]:
     results = Path(results_dir)
-    specs = json.loads((results / "specs.json").read_text())
-    env = json.loads((results / "environment.json").read_text()) if (results / "environment.json").is_file() else {}
+    specs = results_io.load(results / "specs.json")
+    env = results_io.load(results / "environment.json") if (results / "environment.json").is_file() else {}
     stages: dict[str, dict[str, Any]] = {}
     commits: set[str] = set()
     cards: set[str] = set()
@@ -114,12 +115,3 @@ def summarize(results_dir: str | Path) -> dict[str, Any]:
                                          "max": max(jobs_while_sampling)} if jobs_while_sampling else None),
         "stages": stages,
     }
-
-
-def write(results_dir: str | Path, path: str | Path) -> dict[str, Any]:
-    summary = summarize(results_dir)
-    target = Path(path)
-    tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    tmp.replace(target)
-    return summary

@@ -8,14 +8,11 @@ The interpreter must be chosen before any ``@triton.jit`` function is defined (T
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import subprocess
 from functools import cache
 
 import torch
 
-INTERPRETER_KEY = "cpu-interpreter"
+from kernelscope.cases import ANY_GPU, INTERPRETER_KEY, slug
 
 
 @cache
@@ -40,34 +37,6 @@ def synchronize() -> None:
         torch.cuda.synchronize()
 
 
-def slug(name: str) -> str:
-    """``'NVIDIA H200'`` -> ``'nvidia-h200'``: a path-safe device key."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-@cache
-def detect_device_key() -> str:
-    """The key that separates one machine's results from another's, without initialising CUDA.
-
-    Snakemake evaluates this when it builds the DAG (possibly on a host whose Python has no CUDA torch,
-    when jobs run in a container), so it asks ``nvidia-smi`` first and falls back to torch.
-    """
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return INTERPRETER_KEY
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                                 text=True, timeout=30, check=True).stdout.strip().splitlines()
-            if out and out[0].strip():
-                return slug(out[0])
-        except (subprocess.SubprocessError, OSError):
-            pass
-    if torch.cuda.is_available():
-        return slug(torch.cuda.get_device_name(0))
-    return INTERPRETER_KEY
-
-
 def runtime_device_key() -> str:
     """The device key as seen by a job, from the backend it actually uses."""
     if select_backend() == "cuda":
@@ -82,6 +51,8 @@ class DeviceMismatch(RuntimeError):
 def check_device_key(expected: str) -> None:
     """Refuse to write results under another machine's key (e.g. a container started without ``--nv``)."""
     actual = runtime_device_key()
+    if expected == ANY_GPU and actual != INTERPRETER_KEY:
+        return
     if actual != expected:
         hint = ""
         if actual == INTERPRETER_KEY:

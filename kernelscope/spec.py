@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from kernelscope.catalog import shape_id
+
 #: dtypes a config may name, by their config spelling.
 DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
@@ -58,7 +60,7 @@ class Shape:
     @property
     def id(self) -> str:
         """Path-safe identifier, e.g. ``M4096_N1000``; used in result paths and wildcards."""
-        return "_".join(f"{k}{int(v)}" for k, v in self.params.items())
+        return shape_id(self.params)
 
     def __getitem__(self, key: str) -> int:
         return int(self.params[key])

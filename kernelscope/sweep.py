@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernelscope import correctness, gpus, runtime, timing
+from kernelscope import correctness, faults, gpus, runtime, timing
 from kernelscope.spec import Implementation, KernelSpec, Shape
 
 
@@ -37,7 +37,8 @@ def _prepare_config(spec: KernelSpec, impl: Implementation, inputs, config: dict
         fn = impl.prepare(inputs, out, config)
         return {"out": out, "fn": fn, "compile_ms": timing.compile_only(fn)}
     except Exception as exc:  # compile failures (OutOfResources, ...) are data
-        return {"error": f"{type(exc).__name__}: {exc}"[:2000], "traceback": traceback.format_exc(limit=6)}
+        return {"error": f"{type(exc).__name__}: {exc}"[:2000], "fault": faults.status(exc),
+                "traceback": traceback.format_exc(limit=6)}
 
 
 def sweep_variant(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torch.dtype,
@@ -68,19 +69,19 @@ def sweep_variant(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: t
     timed: list[tuple[dict[str, Any], Any]] = []
     for rec, made in zip(todo, built):
         if "error" in made:
-            rec.update({"status": "failed", "reason": made["error"], "traceback": made["traceback"]})
+            rec.update({"status": "failed", "fault": made["fault"], "reason": made["error"],
+                        "traceback": made["traceback"]})
             continue
         rec["compile_ms"] = made["compile_ms"]
         try:
-            with gpus.shared(f"sweep check {rec['key']}"):
+            with gpus.shared(f"sweep check {rec['key']}"), faults.bounded(f"{impl.name} {rec['key']}"):
                 made["out"].fill_(float("nan"))
                 rec["first_call_ms"] = timing.first_call(made["fn"])
                 check = correctness.compare(made["fn"](), expected, tol.atol, tol.rtol)
-        except Exception as exc:  # launch failures are data too
-            rec.update({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:2000],
+        except Exception as exc:  # launch failures, OOMs and hangs are data too
+            rec.update({"status": "failed", "fault": faults.status(exc), "reason": f"{type(exc).__name__}: {exc}"[:2000],
                         "traceback": traceback.format_exc(limit=6)})
-            if runtime.select_backend() == "cuda":
-                torch.cuda.synchronize()
+            faults.after_failure()
             continue
         if not check["ok"]:
             rec.update({"status": "wrong", "reason": check["failure"], "max_abs_err": check["max_abs_err"]})
@@ -90,12 +91,12 @@ def sweep_variant(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: t
     with gpus.exclusive(f"sweep {impl.name}"):
         for rec, fn in timed:
             try:
-                measured = timing.measure(fn, settings, with_first_call=False, flush=flush)
+                with faults.bounded(f"{impl.name} {rec['key']}"):
+                    measured = timing.measure(fn, settings, with_first_call=False, flush=flush)
             except Exception as exc:  # noqa: BLE001 - recorded; the other configs still run
-                rec.update({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:2000],
-                            "traceback": traceback.format_exc(limit=6)})
-                if runtime.select_backend() == "cuda":
-                    torch.cuda.synchronize()
+                rec.update({"status": "failed", "fault": faults.status(exc),
+                            "reason": f"{type(exc).__name__}: {exc}"[:2000], "traceback": traceback.format_exc(limit=6)})
+                faults.after_failure()
                 continue
             rec.update({k: measured[k] for k in ("median_us", "p20_us", "p80_us", "min_us", "max_us", "n",
                                                  "ci95_low_us", "ci95_high_us", "l2_flushed")})
@@ -107,9 +108,12 @@ def sweep_variant(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: t
 def sweep_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, settings: timing.TimingSettings,
                max_configs: int | None = None, compile_workers: int = 1) -> dict[str, Any]:
     """Every Triton variant of one case (one job, so process start-up is paid once per case)."""
-    return {"variants": [sweep_variant(spec, impl, shape, dtype, settings, max_configs,
-                                       compile_workers=compile_workers) for impl in spec.triton_variants],
-            "compile_workers": compile_workers}
+    variants: list[dict[str, Any]] = []
+    # if a hang cannot be interrupted, the job writes the variants swept so far (faults.bounded)
+    faults.on_abandon(lambda label: {"variants": list(variants), "compile_workers": compile_workers})
+    for impl in spec.triton_variants:
+        variants.append(sweep_variant(spec, impl, shape, dtype, settings, max_configs, compile_workers=compile_workers))
+    return {"variants": variants, "compile_workers": compile_workers}
 
 
 def best_configs(doc: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:

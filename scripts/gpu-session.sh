@@ -31,7 +31,7 @@ run() {  # label cores [card]
   # report satisfies the target and nothing runs)
   [ -d "$dir/results/$label" ] || rm -rf "$dir/reports/$label"
   (cd "$dir" && ${card:+env CUDA_VISIBLE_DEVICES=$card} timeout --signal=INT "$limit" \
-     python3 -m snakemake --cores "$cores" --config device="$label" ${SNAKEMAKE_ARGS:-} \
+     python3 -m snakemake --cores "$cores" --config label="$label" ${SNAKEMAKE_ARGS:-} \
      > "$out/snakemake-$label.log" 2>&1
    echo "$label: snakemake exit $? after $SECONDS s (card ${card:-all})"
    tar czf "$out/$label.tar.gz" "results/$label" "reports/$label" "logs/$label" 2>/dev/null)

@@ -133,7 +133,8 @@ def test_a_job_refuses_to_write_under_another_machines_key(tmp_path):
     """A container started without --nv sees no GPU: its results must not land under the GPU's key."""
     from kernelscope import cli
 
-    specs = {"device": "nvidia-h200", "hardware": "nvidia-h200", "config_hash": "x", "calibration": {}}
+    specs = {"device": "nvidia-h200", "hardware": "nvidia-h200", "interpreter": False, "config_hash": "x",
+             "seeds": [0], "timing": {}, "sweep": {}, "calibration": {}, "cases": []}
     path = tmp_path / "specs.json"
     path.write_text(json.dumps(specs))
     with pytest.raises(SystemExit, match="planned for device 'nvidia-h200' but runs on 'cpu-interpreter'.*--nv"):

@@ -1,5 +1,7 @@
 # Shared definitions: the device key, the case plan, and input functions for the per-case rules.
-# All logic lives in the kernelscope package; this file only adapts it to Snakemake.
+# All logic lives in the kernelscope package; this file only adapts it to Snakemake. Planning imports
+# neither torch nor triton (kernelscope.cases reads kernels/catalog.json), so a GPU-less login node plans
+# a GPU run when the config names the device (--config device=nvidia-h200).
 
 import dataclasses
 import sys
@@ -9,18 +11,26 @@ sys.path.insert(0, workflow.basedir)
 from kernelscope import cases as ks_cases
 from kernelscope import container as ks_container
 
-DEVICE = ks_cases.device_key(config)
-CASES = ks_cases.plan(config, DEVICE)
+# DEVICE names results/<DEVICE>/ (the config's label, else the target device); TARGET is the hardware
+# every job must see
+TARGET = ks_cases.device_key(config)
+DEVICE = ks_cases.results_key(config)
+CASES = ks_cases.plan(config, TARGET)
 SPECS = f"results/{DEVICE}/specs.json"
 # Cases the optional Nsight Compute stage profiles (config ncu: true, or a list of cases / kernels).
 NCU_CASES = ks_cases.ncu_selection(config["ncu"], [dataclasses.asdict(c) for c in CASES])
-if DEVICE in config["compare_with"]:
-    raise ks_cases.ConfigError(f"compare_with names this run's own results ({DEVICE}); name other runs' devices")
 
 # GPU jobs run side by side: each binds to one card and takes that card exclusively only while it samples
 # (kernelscope/gpus.py: a per-GPU lock), so no Snakemake resource serialises them. Priorities: a case's
 # timing job starts as soon as its correctness and sweep are done, so samplers run throughout the run rather
 # than queue at its end; the environment record and the calibration (needed by the report) start first.
+# Snakemake's standard GPU resources, which cluster executors turn into a GPU request (the SLURM plugin:
+# --gpus / --gres=gpu[:model]:1). An interpreter plan asks for none; gpu_model only where the config names
+# the cluster's model name. Timing-sensitive rules (sweep, timing, calibrate, ncu) can also ask for a whole
+# node: profiles/slurm sets slurm_extra="--exclusive" for them.
+GPU_RESOURCES = {} if ks_cases.is_interpreter(TARGET) else {"gpu": 1}
+if config.get("gpu_model") and GPU_RESOURCES:
+    GPU_RESOURCES["gpu_model"] = config["gpu_model"]
 
 # Jobs run `python -m kernelscope ...`: inside the container that is the image's python; on the host
 # it is the interpreter running Snakemake (so a venv works without being activated).

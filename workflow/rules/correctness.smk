@@ -10,6 +10,8 @@ rule correctness:
         python=PYTHON,
         case=case_args,
     priority: 5
+    resources:
+        **GPU_RESOURCES,
     container:
         CONTAINER_IMAGE
     log:

@@ -10,6 +10,8 @@ rule environment:
         python=PYTHON,
         extra=environment_extra,
     priority: 20
+    resources:
+        **GPU_RESOURCES,
     container:
         CONTAINER_IMAGE
     log:
@@ -26,6 +28,8 @@ rule calibrate:
     output:
         "results/{device}/calibration.json",
     priority: 20
+    resources:
+        **GPU_RESOURCES,
     container:
         CONTAINER_IMAGE
     params:

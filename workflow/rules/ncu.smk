@@ -11,6 +11,8 @@ rule ncu:
     params:
         python=PYTHON,
         case=case_args,
+    resources:
+        **GPU_RESOURCES,
     container:
         CONTAINER_IMAGE
     log:

@@ -11,6 +11,8 @@ rule profile:
         python=PYTHON,
         case=case_args,
     priority: 5
+    resources:
+        **GPU_RESOURCES,
     container:
         CONTAINER_IMAGE
     log:

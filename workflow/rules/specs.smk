@@ -4,6 +4,9 @@ localrules:
 
 
 rule specs:
+    input:
+        # the kernels' declarations as planned (a regenerated catalog re-plans)
+        catalog="kernels/catalog.json",
     output:
         SPECS,
     params:
@@ -11,4 +14,4 @@ rule specs:
     log:
         f"logs/{DEVICE}/specs.log",
     run:
-        ks_cases.write_specs(config, DEVICE, output[0])
+        ks_cases.write_specs(config, TARGET, output[0])

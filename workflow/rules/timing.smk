@@ -12,6 +12,8 @@ rule timing:
         python=PYTHON,
         case=case_args,
     priority: 10
+    resources:
+        **GPU_RESOURCES,
     container:
         CONTAINER_IMAGE
     log:

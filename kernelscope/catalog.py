@@ -1,0 +1,147 @@
+"""What each kernel declares, as data that planning reads without importing torch or triton.
+
+A Snakemake run is planned on whatever machine parses the Snakefile (a laptop, a cluster's login node),
+which need not have torch, CUDA or a GPU. The kernel modules in ``kernels/`` import torch and triton, so
+the planner reads their plan-relevant declarations from ``kernels/catalog.json`` instead: names of the
+variants, baselines and negative controls, declared dtypes, shape sets (with reasons), which shape
+parameters are required, optional, or 0/1 flags, and each kernel's memory footprint as a formula.
+
+The file is generated from the modules, never edited by hand::
+
+    python -m kernelscope.catalog            # rewrite kernels/catalog.json from kernels/*.py
+    python -m kernelscope.catalog --check    # exit 1 if it is stale (a test runs this)
+
+The footprint is ``KernelSpec.bytes_moved`` (each input read once, each output written once: the least
+memory a case needs). Every kernel's formula is multilinear in its shape parameters (``M*N``, ``M*K + K*N
++ M*N``, ``B*H*S*D``), so its values at the corners of the unit cube determine it exactly (Möbius
+inversion over the subsets of parameters). The generator checks the recovered formula against
+``bytes_moved`` on every declared shape and on random ones, so a non-multilinear formula is refused when
+the catalog is generated, not mistaken at plan time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import sys
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+PATH = Path(__file__).resolve().parent.parent / "kernels" / "catalog.json"
+REGENERATE = "python -m kernelscope.catalog"
+
+
+def shape_id(params: Mapping[str, int]) -> str:
+    """Path-safe identifier of a shape, e.g. ``M4096_N1000`` (used in result paths and wildcards)."""
+    return "_".join(f"{k}{int(v)}" for k, v in params.items())
+
+
+@cache
+def load(path: str | Path = PATH) -> dict[str, Any]:
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} is missing: run `{REGENERATE}` (needs torch) to generate it") from None
+
+
+def footprint_bytes(entry: Mapping[str, Any], params: Mapping[str, int], dtype: str) -> float:
+    """Least bytes of memory a case needs (inputs and output), from the catalog's formula."""
+    total = 0.0
+    for term in entry["footprint"][dtype]:
+        value = term["coefficient"]
+        for name in term["params"]:
+            value *= int(params.get(name, 0))
+        total += value
+    return total
+
+
+# --- generation (imports torch through the registry) -------------------------------------------------
+
+
+def _multilinear_terms(fn, names: list[str]) -> list[dict[str, Any]]:
+    """Coefficients of a multilinear ``fn`` (a function of a dict of parameters) by Möbius inversion."""
+    corner = {}
+    for size in range(len(names) + 1):
+        for subset in itertools.combinations(names, size):
+            corner[subset] = float(fn({n: int(n in subset) for n in names}))
+    terms = []
+    for subset in corner:
+        coefficient = sum((-1) ** (len(subset) - len(sub)) * corner[sub]
+                          for size in range(len(subset) + 1) for sub in itertools.combinations(subset, size))
+        if coefficient:
+            terms.append({"params": list(subset), "coefficient": coefficient})
+    return terms
+
+
+def _entry(spec) -> dict[str, Any]:
+    from kernelscope.spec import DTYPES, Shape
+
+    all_shapes = [s for shapes in spec.shape_sets.values() for s in shapes]
+    names = list(dict.fromkeys(k for s in all_shapes for k in s.params))
+    required = [n for n in names if all(n in s.params for s in all_shapes)]
+    # A parameter that every declared shape sets to 0 or 1 is a switch (causal, bias, gelu), not a size.
+    flags = [n for n in names if all(int(s.params[n]) in (0, 1) for s in all_shapes if n in s.params)]
+    dtypes = [name for name, dt in DTYPES.items() if dt in spec.tolerances]
+    footprint = {}
+    for dtype in dtypes:
+        fn = lambda p, dt=DTYPES[dtype]: spec.bytes_moved(Shape(p, "probe"), dt)  # noqa: E731
+        terms = _multilinear_terms(fn, names)
+        entry = {"footprint": {dtype: terms}}
+        rng = random.Random(0)
+        probes = [dict(s.params) for s in all_shapes]
+        probes += [{n: rng.randint(0, 1) if n in flags else rng.randint(1, 5000) for n in names} for _ in range(20)]
+        for params in probes:
+            full = {n: params.get(n, 0) for n in names}
+            want, got = float(fn(full)), footprint_bytes(entry, full, dtype)
+            if abs(want - got) > 1e-6 * max(1.0, abs(want)):
+                raise ValueError(f"kernel {spec.name!r}: bytes_moved is not multilinear in {names} "
+                                 f"({want} != {got} at {full}); the catalog cannot express its footprint")
+        footprint[dtype] = terms
+    return {
+        "description": spec.description,
+        "variants": [i.name for i in spec.triton_variants],
+        "baselines": [i.name for i in spec.baselines],
+        "negative_controls": [i.name for i in spec.negative_controls],
+        "primary_baseline": spec.primary_baseline,
+        "dtypes": dtypes,
+        "params": {"required": required, "optional": [n for n in names if n not in required], "flags": flags},
+        "shape_sets": {name: [{"params": {k: int(v) for k, v in s.params.items()}, "reason": s.reason}
+                              for s in shapes] for name, shapes in spec.shape_sets.items()},
+        "footprint": footprint,
+    }
+
+
+def build() -> dict[str, Any]:
+    from kernelscope import registry
+
+    return {"generated_by": REGENERATE, "kernels": {name: _entry(registry.get(name)) for name in registry.available()}}
+
+
+def render(doc: Mapping[str, Any]) -> str:
+    return json.dumps(doc, indent=1, sort_keys=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernelscope.catalog", description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if kernels/catalog.json is stale")
+    parser.add_argument("--out", default=str(PATH))
+    args = parser.parse_args(argv)
+    text = render(build())
+    if args.check:
+        current = Path(args.out).read_text() if Path(args.out).exists() else ""
+        if current != text:
+            print(f"{args.out} is stale: the kernel modules changed; run `{REGENERATE}`", file=sys.stderr)
+            return 1
+        return 0
+    tmp = Path(args.out).with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Interrupted runs: no result file is ever half-written, every result file a later stage reads is checked
+against its schema (a corrupt one fails with its path, what is wrong and the command that rebuilds it), and a
+workflow killed mid-run resumes with the same command, keeping what it had computed."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+
+import pytest
+
+from kernelscope import report, results
+from workflow_support import ROOT, SMALL_CONFIG, copy_workflow
+
+
+@pytest.fixture(scope="module")
+def h200(tmp_path_factory):
+    root = tmp_path_factory.mktemp("h200")
+    with tarfile.open(ROOT / "reports" / "nvidia-h200" / "raw-results.tar.gz") as tar:
+        tar.extractall(root, filter="data")
+    return root / "results" / "nvidia-h200"
+
+
+def test_every_published_result_file_matches_its_schema(h200):
+    kinds = {}
+    for path in sorted(h200.rglob("*.json")):
+        kind = results.kind_of(path)
+        results.load(path)  # raises CorruptResult if the schema and the writers disagree
+        kinds[kind] = kinds.get(kind, 0) + 1
+    assert {"specs", "environment", "calibration", "correctness", "sweep", "timing", "profile"} <= set(kinds)
+
+
+def test_truncated_result_names_its_path_and_the_rebuild_command(h200, tmp_path):
+    path = h200 / "timing" / "softmax" / "float16" / "M4096_N1000.json"
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])  # a job killed mid-write by something that is not kernelscope
+    try:
+        with pytest.raises(results.CorruptResult) as err:
+            report.build(h200, tmp_path / "out")
+    finally:
+        path.write_text(text)
+    msg = str(err.value)
+    assert msg.startswith(f"{path} is not valid JSON") and f"snakemake --cores 1 --force {path}" in msg
+
+
+def test_result_that_breaks_its_schema_says_what_is_wrong(h200, tmp_path):
+    path = h200 / "correctness" / "softmax" / "float16" / "M4096_N1000.json"
+    text = path.read_text()
+    doc = json.loads(text)
+    del doc["implementations"][1]["status"]
+    path.write_text(json.dumps(doc))
+    try:
+        with pytest.raises(results.CorruptResult, match=re.escape(f"{path} is not a valid correctness result: "
+                                                                  "'status' is a required property (at "
+                                                                  "implementations/1)")):
+            report.build(h200, tmp_path / "out")
+    finally:
+        path.write_text(text)
+    timing = {"device": "d", "kernel": "k", "shape": "s", "dtype": "t", "primary_baseline": "torch",
+              "implementations": [{"implementation": "torch", "status": "ok", "samples_us": [], "median_us": 1, "n": 1}]}
+    bad = tmp_path / "timing" / "k" / "t" / "s.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(json.dumps(timing))
+    with pytest.raises(results.CorruptResult, match=r"\[\] should be non-empty \(at implementations/0/samples_us\)"):
+        results.load(bad)
+
+
+def test_a_job_reading_a_corrupt_input_fails_naming_it(tmp_path):
+    from kernelscope import cli
+
+    specs = tmp_path / "specs.json"
+    specs.write_text('{"device": "cpu-interpreter", "cases": [')
+    with pytest.raises(SystemExit, match=re.escape(f"{specs} is not valid JSON")):
+        cli.main(["environment", "--specs", str(specs), "--out", str(tmp_path / "env.json")])
+
+
+def test_an_interrupted_write_leaves_the_previous_file(tmp_path):
+    target = tmp_path / "tables" / "timing.csv"
+    results.write_text(target, "old\n")
+    with pytest.raises(KeyboardInterrupt):
+        with results.atomic(target) as tmp:
+            tmp.write_text("half of the new")
+            raise KeyboardInterrupt  # the job is killed mid-write
+    assert target.read_text() == "old\n" and os.listdir(target.parent) == ["timing.csv"]
+
+
+@pytest.mark.workflow
+def test_killed_workflow_resumes_with_the_same_command(tmp_path):
+    work = copy_workflow(tmp_path, SMALL_CONFIG)
+    env = {**os.environ, "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])}
+    command = [sys.executable, "-m", "snakemake", "--cores", "1"]
+    first = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    done = work / "results" / "cpu-interpreter" / "correctness" / "softmax" / "float32" / "M3_N5.json"
+    deadline = time.monotonic() + 600
+    while not done.exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert done.exists() and first.poll() is None, "the first run ended before it could be interrupted"
+    # the whole workflow and its running job, as `kill`, a scheduler's time limit or a shutdown does (after a
+    # SIGKILL, which no process can handle, Snakemake's lock stays: `snakemake --unlock` once, see
+    # docs/troubleshooting.md)
+    os.killpg(first.pid, signal.SIGTERM)
+    first.wait(timeout=120)
+    kept = (done.read_text(), done.stat().st_mtime_ns)
+    again = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=1800)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert (done.read_text(), done.stat().st_mtime_ns) == kept  # what was computed is not recomputed
+    md = (work / "reports" / "cpu-interpreter" / "report.md").read_text()
+    assert "### softmax · M3_N5 · float32" in md and "## What this report supports / does not support" in md
+    leftovers = [p for p in work.rglob("*.tmp")]
+    assert leftovers == []
+    for path in (work / "results" / "cpu-interpreter").rglob("*.json"):
+        results.load(path)
