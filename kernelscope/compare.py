@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import claims, environment, report
+from kernelscope import claims, environment, results
 from kernelscope.document import bullets, render, table, text
 
 #: environment fields that must be equal for two runs' numbers to be ranked against each other
@@ -44,11 +44,11 @@ SAME_MEASUREMENT = "the same measurement in both runs"
 
 def _method(data: Mapping[str, Any]) -> dict[str, Any]:
     """What decides how a sample was taken: the timing settings and the enqueue modes actually used."""
-    return {"timing settings": data["specs"].get("timing", {}), "enqueue": sorted(report.enqueue_modes(data))}
+    return {"timing settings": data["specs"].get("timing", {}), "enqueue": sorted(results.enqueue_modes(data))}
 
 
 def comparability(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-    """The kind of comparison two collected runs (``report.collect``) support, and why not where they don't."""
+    """The kind of comparison two collected runs (``results.collect``) support, and why not where they don't."""
     fa, fb = environment.fingerprint(a["environment"]), environment.fingerprint(b["environment"])
     reasons = []
     for name, data in (("A", a), ("B", b)):
@@ -171,7 +171,7 @@ def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[
                         "reproduced: no difference resolved between the two runs (within both runs' A/A floors, or "
                         "not significant).")
     # the commits that timed the cases (a resumed run can hold several), not only the environment job's
-    commits = [sorted(report.case_commits(dict(d))) for d in (a, b)]
+    commits = [sorted(results.case_commits(dict(d))) for d in (a, b)]
     if commits[0] != commits[1]:
         refuses.append(f"Attributing a difference in a case whose kernel module did not change to the GPU or to "
                        f"chance alone: the runs' cases were timed at different commits ({', '.join(commits[0])} vs "
@@ -207,11 +207,11 @@ def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[
 
 
 def _cards(data: Mapping[str, Any]) -> str:
-    return ", ".join(f"{card} ({n} cases)" for card, n in report.case_cards(dict(data)).items())
+    return ", ".join(f"{card} ({n} cases)" for card, n in results.case_cards(dict(data)).items())
 
 
 def _commits(data: Mapping[str, Any]) -> str:
-    return ", ".join(f"{commit} ({n} cases)" for commit, n in report.case_commits(dict(data)).items())
+    return ", ".join(f"{commit} ({n} cases)" for commit, n in results.case_commits(dict(data)).items())
 
 
 def document(a: Mapping[str, Any], b: Mapping[str, Any], verdict: Mapping[str, Any],
@@ -261,7 +261,7 @@ def build(results_a: str | Path, results_b: str | Path, out_dir: str | Path, lab
           label_b: str | None = None) -> dict[str, Any]:
     """Write ``out_dir/report.{md,html}`` and ``out_dir/comparison.csv``; returns the comparability verdict.
     ``label_a``/``label_b`` name the runs in the document (two runs on one GPU share a device key)."""
-    a, b = report.collect(Path(results_a)), report.collect(Path(results_b))
+    a, b = results.collect(Path(results_a)), results.collect(Path(results_b))
     for data, label in ((a, label_a), (b, label_b)):
         if label:
             data["specs"] = {**data["specs"], "device": label}

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelscope import claims, compare, report
+from kernelscope import claims, compare, report, results
 from workflow_support import ROOT
 
 CASE = Path("timing") / "softmax" / "float16" / "M8192_N8192.json"
@@ -44,17 +44,17 @@ def _edit(path: Path, fn) -> None:
 
 
 def _document(a: Path, b: Path) -> dict:
-    ca, cb = report.collect(a), report.collect(b)
+    ca, cb = results.collect(a), results.collect(b)
     return compare.document(ca, cb, compare.comparability(ca, cb), compare.compare_cases(ca, cb))
 
 
 def _rows(a: Path, b: Path):
-    return compare.compare_cases(report.collect(a), report.collect(b))
+    return compare.compare_cases(results.collect(a), results.collect(b))
 
 
 def test_identical_rerun_reproduces_everywhere(h200, tmp_path):
     rerun = _copy(h200, tmp_path, "h200-rerun")
-    a, b = report.collect(h200), report.collect(rerun)
+    a, b = results.collect(h200), results.collect(rerun)
     assert compare.comparability(a, b)["kind"] == compare.RERUN
     rows = compare.compare_cases(a, b)
     timed = rows[rows["verdict"] != compare.NOT_COMPARABLE]
@@ -120,7 +120,7 @@ def test_other_gpu_same_software_gives_cross_gpu_verdicts(h200, tmp_path):
                 rec["median_us"] *= 0.8
 
     _edit(other / CASE, faster)
-    a, b = report.collect(h200), report.collect(other)
+    a, b = results.collect(h200), results.collect(other)
     assert compare.comparability(a, b)["kind"] == compare.CROSS_GPU
     rows = compare.compare_cases(a, b)
     case = rows[(rows["shape"] == "M8192_N8192") & (rows["verdict"] != compare.NOT_COMPARABLE)]
@@ -132,10 +132,10 @@ def test_other_gpu_same_software_gives_cross_gpu_verdicts(h200, tmp_path):
 def test_interpreter_and_method_differences_are_refused(h200, tmp_path):
     other = _copy(h200, tmp_path, "labelled")
     _edit(other / "specs.json", lambda s: s.update(interpreter=True))
-    assert any("interpreter" in r for r in compare.comparability(report.collect(h200), report.collect(other))["reasons"])
+    assert any("interpreter" in r for r in compare.comparability(results.collect(h200), results.collect(other))["reasons"])
     other2 = _copy(h200, tmp_path, "warm-cache")
     _edit(other2 / "specs.json", lambda s: s["timing"].update(flush_l2=False))
-    reasons = compare.comparability(report.collect(h200), report.collect(other2))["reasons"]
+    reasons = compare.comparability(results.collect(h200), results.collect(other2))["reasons"]
     assert reasons and reasons[0].startswith("different timing method (timing settings)")
 
 
@@ -150,7 +150,8 @@ def test_warm_cache_runs_are_labelled_in_their_own_report(h200, tmp_path):
     warm = _copy(h200, tmp_path, "warm")
     _edit(warm / "specs.json", lambda s: s["timing"].update(flush_l2=False))
     for path in (warm / "timing").rglob("*.json"):
-        _edit(path, lambda doc: [r.update(l2_flushed=False) for r in doc["implementations"] if r.get("status") == "ok"])
+        _edit(path, lambda doc: [r.update(l2_flushed=False) for r in doc["implementations"] if r.get("status") == "ok"]
+              + [doc["settings"].update(flush_l2=False)])
     report.build(warm, tmp_path / "out")
     md = (tmp_path / "out" / "report.md").read_text()
     assert "WARM CACHE: L2 was not flushed" in md and "Cold-cache times for 30 cases timed with a warm L2" in md
@@ -168,7 +169,7 @@ def test_a_changed_kernel_module_is_a_code_change_in_a_rerun_and_not_compared_ac
                 rec["median_us"] *= 0.5
 
     _edit(changed / CASE, new_code)
-    a, b = report.collect(h200), report.collect(changed)
+    a, b = results.collect(h200), results.collect(changed)
     rows = compare.compare_cases(a, b)
     case = rows[rows["shape"] == "M8192_N8192"]
     assert (case["kernel_source"] == "changed").all() and (rows[rows["shape"] != "M8192_N8192"]["kernel_source"] == "same").all()
@@ -182,7 +183,7 @@ def test_a_changed_kernel_module_is_a_code_change_in_a_rerun_and_not_compared_ac
     assert not str(torch_row["why"]).startswith("kernel module changed")
     # on another GPU the Triton variants of the changed module are not compared at all
     _edit(changed / "environment.json", lambda env: env["gpu"].update(name="NVIDIA H100 80GB HBM3"))
-    cross = compare.compare_cases(report.collect(h200), report.collect(changed))
+    cross = compare.compare_cases(results.collect(h200), results.collect(changed))
     variants = cross[(cross["shape"] == "M8192_N8192") & (cross["kind"] == "triton")]
     assert (variants["verdict"] == compare.NOT_COMPARABLE).all()
     assert variants["why"].str.contains("GPU and code would be confounded").all()
@@ -193,7 +194,7 @@ def test_a_measurement_carried_into_both_runs_is_not_a_reproduction(h200, tmp_pa
     # measurement, which agrees with itself trivially and must not count as reproduced.
     carried = _copy(h200, tmp_path, "h200-resumed", remeasured=False)
     _edit(carried / CASE, lambda doc: doc.update(created="2027-01-01T00:00:00+0000"))  # one case re-timed
-    a, b = report.collect(h200), report.collect(carried)
+    a, b = results.collect(h200), results.collect(carried)
     rows = compare.compare_cases(a, b)
     same = rows["why"].astype(str).str.startswith(compare.SAME_MEASUREMENT)
     assert (rows.loc[same, "verdict"] == compare.NOT_COMPARABLE).all()
@@ -209,31 +210,31 @@ def test_a_measurement_carried_into_both_runs_is_not_a_reproduction(h200, tmp_pa
 def test_a_run_resumed_on_another_card_says_which_cases_ran_on_which(h200, tmp_path):
     resumed = _copy(h200, tmp_path, "other-card")
     _edit(resumed / CASE, lambda doc: doc["nvml"].update(uuid="GPU-00000000-other"))
-    data = report.collect(resumed)
+    data = results.collect(resumed)
     run_card = data["environment"]["gpu"]["uuid"]
-    assert report.case_cards(data) == {run_card: 29, "GPU-00000000-other": 1}
+    assert results.case_cards(data) == {run_card: 29, "GPU-00000000-other": 1}
     report.build(resumed, tmp_path / "out")
     md = (tmp_path / "out" / "report.md").read_text()
     assert f"Reading every case as measured on one card: the timings come from 29 cases on {run_card}" in md
     assert "1 cases on GPU-00000000-other" in md
     # one card: no such statement
-    assert report.case_cards(report.collect(h200)) == {run_card: 30}
+    assert results.case_cards(results.collect(h200)) == {run_card: 30}
     assert "measured on one card" not in (ROOT / "reports" / "nvidia-h200-5f19e28" / "report.md").read_text()
 
 
 def test_a_run_resumed_across_commits_says_which_cases_ran_at_which(h200, tmp_path):
     resumed = _copy(h200, tmp_path, "resumed")
     _edit(resumed / CASE, lambda doc: doc.update(git={"commit": "abc1234", "dirty": False}))
-    data = report.collect(resumed)
-    assert report.case_commits(data) == {"5f19e282a9573e1426891affdce91e59913d4661": 29, "abc1234": 1}
+    data = results.collect(resumed)
+    assert results.case_commits(data) == {"5f19e282a9573e1426891affdce91e59913d4661": 29, "abc1234": 1}
     report.build(resumed, tmp_path / "out")
     md = (tmp_path / "out" / "report.md").read_text()
     assert "Reading every case as one commit's code: the timings come from 29 cases at 5f19e28" in md
     assert "1 cases at abc1234" in md
     # one commit: no such statement
-    assert report.case_commits(report.collect(h200)) == {"5f19e282a9573e1426891affdce91e59913d4661": 30}
+    assert results.case_commits(results.collect(h200)) == {"5f19e282a9573e1426891affdce91e59913d4661": 30}
     # compared with the run it resumed, whose environment record has the same commit: the case commits decide
-    a = report.collect(h200)
+    a = results.collect(h200)
     text = json.dumps(compare.document(a, data, compare.comparability(a, data), compare.compare_cases(a, data)),
                       ensure_ascii=False)
     assert "the runs' cases were timed at different commits (5f19e282a9573e1426891affdce91e59913d4661 vs " in text
@@ -243,13 +244,13 @@ def test_a_run_resumed_across_commits_says_which_cases_ran_at_which(h200, tmp_pa
 def test_capped_measurements_reapply_min_samples_to_old_records(h200):
     # The 5f19e28 records include naive-attention baselines that stopped at the time cap with fewer than
     # min_samples (100) samples but were written as "target reached"; the report counts them as capped.
-    data = report.collect(h200)
+    data = results.collect(h200)
     written_false = sum(1 for c in data["cases"] if c["timing"] for r in c["timing"]["implementations"]
                         if r.get("status") == "ok" and not r.get("target_reached"))
     short = sum(1 for c in data["cases"] if c["timing"] for r in c["timing"]["implementations"]
                 if r.get("status") == "ok" and r.get("target_reached") and r["n"] < 100)
     assert short == 3
-    assert report.capped_measurements(data) == written_false + short
+    assert results.capped_measurements(data) == written_false + short
 
 
 def test_a_report_describes_only_the_implementations_its_run_recorded(h200, tmp_path):
