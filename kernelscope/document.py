@@ -63,12 +63,14 @@ def short_name(name: str, width: int = CODE_WIDTH) -> str:
 
 
 def table(df: pd.DataFrame, columns: list[str], code: tuple[str, ...] = (), digits: int = 3,
-          notes: list[str] | None = None) -> dict[str, Any]:
-    """Columns of ``df`` that exist, in the order given; code columns are shortened (``short_name``)."""
+          notes: list[str] | None = None, links: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Columns of ``df`` that exist, in the order given; code columns are shortened (``short_name``); link
+    columns hold a relative path, shown as a link to it."""
     cols = [c for c in columns if c in df.columns]
     rows = [[short_name(r[c]) if c in code else fmt(r[c], digits) for c in cols] for _, r in df[cols].iterrows()] \
         if not df.empty else []
-    return {"type": "table", "columns": cols, "code": [c in code for c in cols], "rows": rows, "notes": notes or []}
+    return {"type": "table", "columns": cols, "code": [c in code for c in cols], "link": [c in links for c in cols],
+            "rows": rows, "notes": notes or []}
 
 
 def figure(path: Path, src: str, alt: str) -> dict[str, Any]:
@@ -88,7 +90,7 @@ def anchor(title: str) -> str:
 
 def kv(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return {"type": "table", "columns": ["field", "value"], "code": [False, False],
-            "rows": [[k, fmt(v)] for k, v in pairs], "notes": []}
+            "link": [False, False], "rows": [[k, fmt(v)] for k, v in pairs], "notes": []}
 
 
 def text(*lines: str) -> dict[str, Any]:
@@ -99,8 +101,8 @@ def bullets(items: list[str]) -> dict[str, Any]:
     return {"type": "bullets", "items": items}
 
 
-def render(doc: dict[str, Any], out: Path) -> None:
-    """Write ``doc`` (title, banner, warning, sections of blocks) as report.md and report.html in ``out``."""
+def render(doc: dict[str, Any], out: Path, name: str = "report") -> None:
+    """Write ``doc`` (title, banner, warning, sections of blocks) as ``name``.md and ``name``.html in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     seen: set[str] = set()
     for section in doc["sections"]:  # unique anchors, in document order
@@ -110,7 +112,7 @@ def render(doc: dict[str, Any], out: Path) -> None:
             n += 1
             section["id"] = f"{base}-{n}"
         seen.add(section["id"])
-    for template, target, escape in (("report.md.j2", "report.md", False), ("report.html.j2", "report.html", True)):
+    for template, target, escape in (("report.md.j2", f"{name}.md", False), ("report.html.j2", f"{name}.html", True)):
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=escape,
                                  undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                                  trim_blocks=True, lstrip_blocks=True)

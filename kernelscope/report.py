@@ -21,6 +21,8 @@ from kernelscope.document import bullets, figure, kv, render, table, text
 
 #: the answer section's refusals: the few that change how the whole report is read (the rest: appendix)
 MAIN_REFUSALS = 6
+#: the tables written beside the report (the report rule declares each: REPORT_TABLES in common.smk)
+TABLES = ("correctness", "timing", "samples", "sweep", "profile", "claims", "ratios", "targets")
 #: where the comparisons of a run are written, relative to its report
 COMPARE_DIR = "compare"
 
@@ -299,7 +301,8 @@ def _answer_section(data: dict[str, Any], tbl: dict[str, pd.DataFrame], ratios: 
     blocks.append(bullets(refusals[:MAIN_REFUSALS]))
     links = _comparisons(out)
     if links:
-        blocks.append(text("Comparisons with other runs: " + ", ".join(f"{name} ({rel})" for rel, name in links) + "."))
+        blocks.append(table(pd.DataFrame([{"comparison": str(rel), "against run": name} for rel, name in links]),
+                            ["comparison", "against run"], links=("comparison",)))
     return {"title": "The answer", "id": "answer", "blocks": blocks}
 
 
@@ -512,14 +515,30 @@ def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> d
     return {"title": f"kernelscope report — {specs['device']}", "banner": banner, "warning": warn, "sections": sections}
 
 
+def run_facts(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, Any]:
+    """What the index of runs lists, from the records: when the cases were timed, at which commits and on
+    which cards (per case, which run.json's run-level lists do not say), and the gate's outcome counts."""
+    created = sorted(c["timing"]["created"] for c in data["cases"] if c["timing"] and c["timing"].get("created"))
+    corr = tbl["correctness"]
+    impls = corr[corr["role"] != "negative control"] if not corr.empty else corr
+    return {"first_timed": created[0] if created else None, "last_timed": created[-1] if created else None,
+            "gpu": environment.fingerprint(data["environment"]).get("gpu"),
+            "case_commits": results.case_commits(data), "case_cards": results.case_cards(data),
+            "gate": {str(k): int(v) for k, v in impls["status"].value_counts().items()} if not impls.empty else {},
+            "declined": int(impls["declined"].eq(True).sum()) if "declined" in impls else 0}
+
+
 def build(results_dir: str | Path, out_dir: str | Path) -> None:
     source, out = Path(results_dir), Path(out_dir)
-    (out / "tables").mkdir(parents=True, exist_ok=True)
+    for sub in ("tables", "plots"):  # both are declared outputs of the report rule, even when empty
+        (out / sub).mkdir(parents=True, exist_ok=True)
     data = results.collect(source)
     tbl = results.tables(data)
     tbl["ratios"] = scores.best_ratios(data, tbl)
     tbl["targets"] = scores.targets(data, tbl)
+    assert set(tbl) == set(TABLES), "workflow/rules/common.smk REPORT_TABLES must list every table"
     for name, df in tbl.items():
         df.to_csv(out / "tables" / f"{name}.csv", index=False)
-    (out / "run.json").write_text(json.dumps(data["run"], indent=1, sort_keys=True) + "\n")
+    (out / "run.json").write_text(json.dumps({**data["run"], "report": run_facts(data, tbl)}, indent=1,
+                                             sort_keys=True) + "\n")
     render(document(data, tbl, out), out)
