@@ -212,7 +212,7 @@ def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[
     if kind == RERUN and len(same):
         measured = rows[~rows["why"].astype(str).str.startswith(SAME_MEASUREMENT)]
         supports.append(f"{len(same)} of {len(measured)} implementation × case timings measured in both runs "
-                        "reproduced: no difference resolved between the two runs (within both runs' A/A floors, or "
+                        "reproduced: no difference resolved between the two runs (within the floor: either run's A/A floor or the run-to-run floor, or "
                         "not significant).")
     # the commits that timed the cases (a resumed run can hold several), not only the environment job's
     commits = [sorted(results.case_commits(dict(d))) for d in (a, b)]
