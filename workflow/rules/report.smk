@@ -35,9 +35,12 @@ rule index:
     input:
         f"reports/{DEVICE}/report.md",
         expand(f"reports/{DEVICE}/compare/{{other}}/report.md", other=config["compare_with"]),
+        image=container_image(),
     output:
         md="reports/index.md",
         html=report("reports/index.html", category="Report"),
+    container:
+        CONTAINER_IMAGE
     params:
         python=PYTHON,
     log:
