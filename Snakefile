@@ -12,8 +12,9 @@
 #   results/<device>/profile/<kernel>/<dtype>/<shape>.json
 #   results/<device>/ncu/<kernel>/<dtype>/<shape>.json         (optional: config ncu: true or a case list)
 #   results/<device>/benchmarks/<stage>/<kernel>/<dtype>/<shape>.tsv  (job wall times)
-#   reports/<device>/report.md | report.html | roofline.png | tables/*.csv
+#   reports/<device>/report.md | report.html | run.json | plots/*.svg | tables/*.csv
 #   reports/<device>/compare/<other>/report.md | report.html | comparison.csv  (optional: config compare_with)
+#   reports/index.md | index.html                                (every run and comparison under reports/)
 #   logs/<device>/<stage>/<kernel>/<dtype>/<shape>.log
 
 from snakemake.utils import min_version, validate
@@ -46,3 +47,4 @@ rule all:
         f"reports/{DEVICE}/report.md",
         f"reports/{DEVICE}/report.html",
         expand(f"reports/{DEVICE}/compare/{{other}}/report.md", other=config["compare_with"]),
+        "reports/index.html",

@@ -34,8 +34,8 @@ import triton.language as tl
 
 from kernelscope import runtime
 from kernelscope.baselines import compiled
-from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn,
-                              Shape, shape_entry, Tolerance)
+from kernelscope.spec import (Declined, element_size, generator, Implementation, Inputs, Invariant, KernelSpec,
+                              randn, Shape, shape_entry, Target, Tolerance)
 
 LOG2E = math.log2(math.e)
 
@@ -337,8 +337,8 @@ def _torch_compile(inputs: Inputs, out, config):
 def _naive_supports(shape: Shape, dtype: torch.dtype) -> str | None:
     probs = shape["B"] * shape["H"] * shape["S"] ** 2 * 4
     if probs > NAIVE_PROBS_BUDGET:
-        return f"materialises {probs / 2**30:.0f} GiB of fp32 probabilities " \
-               f"(budget {NAIVE_PROBS_BUDGET / 2**30:.0f} GiB)"
+        return Declined(f"materialises {probs / 2**30:.0f} GiB of fp32 probabilities "
+                        f"(budget {NAIVE_PROBS_BUDGET / 2**30:.0f} GiB)")
     return None
 
 
@@ -466,6 +466,12 @@ KERNEL = KernelSpec(
                                    "probabilities cast back, @ V"),
         Implementation("torch_compile", "compile", _torch_compile, writes_out=False, supports=_naive_supports,
                        description="torch.compile of the naive attention (Inductor: matmuls + fused softmax)"),
+    ],
+    targets=[
+        Target("triton_flash", "speedup", 0.80, baseline="sdpa", dtypes=("bfloat16",),
+               shapes={"D": (128, 128), "S": (4096, None)},
+               reason="long-sequence bf16 training shapes, where SDPA runs cuDNN/FlashAttention-2-class kernels: "
+                      "a plain Triton flash kernel should reach most of it"),
     ],
     negative_controls=[
         Implementation("triton_no_rescale", "triton", _prepare_no_rescale,

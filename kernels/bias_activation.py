@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from kernelscope.baselines import compiled
-from kernelscope.spec import (element_size, generator, Implementation, Inputs, KernelSpec, randn, Shape,
+from kernelscope.spec import (element_size, generator, Implementation, Inputs, KernelSpec, randn, Target, Shape,
                               shape_entry, Tolerance)
 
 #: activation name -> the constexpr code the kernel branches on
@@ -254,6 +254,13 @@ KERNEL = KernelSpec(
                        writes_out=False),
         Implementation("torch_compile", "compile", _torch_compile,
                        description="torch.compile of the eager sequence: Inductor fuses it", writes_out=False),
+    ],
+    targets=[
+        Target("triton_tiled", "pct_copy_bw", 90, shapes={"M": (8192, None)},
+               reason="one read of x and one write of y at DRAM-bound sizes: a fused element-wise kernel should run "
+                      "near copy bandwidth"),
+        Target("triton_tiled", "speedup", 1.5, baseline="torch", shapes={"M": (8192, None)},
+               reason="eager runs bias add and activation as separate passes over memory; fusing them is the point"),
     ],
     negative_controls=[
         Implementation("drops_last_column", "triton", _drops_last_column,

@@ -38,7 +38,7 @@ import triton.language as tl
 
 from kernelscope import runtime
 from kernelscope.baselines import compiled
-from kernelscope.spec import (element_size, generator, Implementation, Inputs, KernelSpec, randn, Shape,
+from kernelscope.spec import (element_size, generator, Implementation, Inputs, KernelSpec, randn, Target, Shape,
                               shape_entry, Tolerance)
 
 # Offsets inside the kernels are int32 (cheaper address arithmetic); larger operands are refused.
@@ -634,6 +634,14 @@ KERNEL = KernelSpec(
         Implementation("torch_compile", "compile", _torch_compile,
                        description="torch.compile(torch.matmul): Inductor, which calls the same extern mm "
                                    "unless max-autotune is on", writes_out=False),
+    ],
+    targets=[
+        Target("triton_grouped", "speedup", 0.85, baseline="torch", dtypes=("float16", "bfloat16"),
+               shapes={"M": (4096, None)},
+               reason="large tensor-core products against cuBLAS: a tiled Triton matmul with grouped ordering"),
+        Target("triton_persistent", "speedup", 0.95, baseline="torch", dtypes=("float16", "bfloat16"),
+               shapes={"M": (4096, None)},
+               reason="the persistent TMA kernel exists to close the gap to cuBLAS at large sizes"),
     ],
     negative_controls=[
         Implementation("k_off_by_one", "eager", _k_off_by_one,

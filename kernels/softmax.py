@@ -65,7 +65,7 @@ import triton.language as tl
 from kernelscope.baselines import compiled
 from kernelscope.runtime import device_limits
 from kernelscope.heuristics import idle_warps, row_spills, whole_row_unsupported
-from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn,
+from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn, Target,
                               Shape, shape_entry, Tolerance)
 
 # Largest row the one-program-per-row kernel accepts: the whole row lives in registers.
@@ -782,6 +782,16 @@ KERNEL = KernelSpec(
         Implementation("torch", "eager", _torch_eager, description="torch.softmax (ATen)", writes_out=False),
         Implementation("torch_compile", "compile", _torch_compile,
                        description="torch.compile(torch.softmax), Inductor-generated Triton", writes_out=False),
+    ],
+    targets=[
+        Target("triton_row", "pct_copy_bw", 85, shapes={"N": (1000, 32768)}, min_bytes=256e6,
+               reason="a row that fits one program is read once and written once: near copy bandwidth once the "
+                      "problem is DRAM-bound"),
+        Target("triton_row", "speedup", 1.0, baseline="torch",
+               reason="the whole-row kernel should never be slower than torch.softmax where it runs"),
+        Target("triton_online", "pct_copy_bw", 70, shapes={"N": (65536, None)},
+               reason="rows too wide for one program: the online kernel reads each row twice, so below copy "
+                      "bandwidth, but most of it while the second read hits L2"),
     ],
     negative_controls=[
         Implementation("naive_no_max", "eager", _naive_no_max, writes_out=False,

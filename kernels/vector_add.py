@@ -19,7 +19,7 @@ import triton.language as tl
 
 from kernelscope import runtime
 from kernelscope.baselines import compiled
-from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn,
+from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn, Target,
                               Shape, shape_entry, Tolerance)
 
 BLOCK_SIZES = (256, 1024, 4096, 8192)
@@ -176,6 +176,11 @@ KERNEL = KernelSpec(
                        writes_out=False),
         Implementation("torch_compile", "compile", _torch_compile,
                        description="torch.compile(torch.add), Inductor-generated Triton", writes_out=False),
+    ],
+    targets=[
+        Target("triton_blocked", "pct_copy_bw", 90, shapes={"n": (2**26, None)},
+               reason="two reads and one write per element, nothing to compute: at sizes far beyond L2 it "
+                      "should run at copy bandwidth"),
     ],
     negative_controls=[
         Implementation("drops_last_element", "triton", _drops_last_element,

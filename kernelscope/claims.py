@@ -10,7 +10,9 @@ A performance statement "A is faster than B" is made only when all of these hold
    twice) and ``MIN_EFFECT``.
 
 Otherwise the verdict is "no difference resolved" (or "not comparable" with the reason). Every verdict
-carries the disclosure of flagged (throttled / slow-clock) samples on either side.
+carries the disclosure of flagged (throttled / slow-clock) samples on either side. ``statements`` applies
+these rules and the run-level refusals (interpreter runs, gate failures, capped measurements, runs spread
+over several commits or cards) to a whole run.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kernelscope import stats
+from kernelscope import environment, rundata, stats
 
 ALPHA = 0.01
 MIN_EFFECT = 0.01  # a 1 % difference is the smallest we state even with a tighter A/A floor
@@ -40,6 +42,9 @@ def flagged_fraction(rec: Mapping[str, Any]) -> tuple[int, int]:
 #: largest share of possibly gap-holding samples (``starved``) that cannot move a batched median much:
 #: at most this fraction of samples sits high, so the median moves by at most a few percentiles
 STARVED_LIMIT = 0.05
+#: why a launch-bound pair is compared by graph replay; said once per document (a footnote), not per claim
+GRAPH_BASIS_REASON = (f"compared by CUDA-graph replay because an event median may hold launch gaps (per-sample "
+                      f"synchronisation, or over {STARVED_LIMIT:.0%} of its samples launched late)")
 
 
 def starved_fraction(rec: Mapping[str, Any]) -> float:
@@ -85,9 +90,7 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], aa_rel: float | None, in
         if all((r.get("graph") or {}).get("status") == "ok" for r in (a, b)):
             claim = compare(_graph_view(a), _graph_view(b), aa_graph_rel, interpreter)
             claim["basis"] = "CUDA-graph replay (device time per call)"
-            claim["why"] = (f"{claim['why']}; compared by CUDA-graph replay because an event median may hold launch "
-                            f"gaps (per-sample synchronisation, or over {STARVED_LIMIT:.0%} of its samples launched "
-                            "late)")
+            claim["why"] = f"{claim['why']}; {GRAPH_BASIS_REASON}"
             return claim
         late = [r["implementation"] for r in (a, b) if launch_bound(r)]
         return {"a": a["implementation"], "b": b["implementation"], "verdict": NOT_COMPARABLE,
@@ -137,10 +140,12 @@ def gate_status(correctness_doc: Mapping[str, Any] | None, name: str) -> str:
     rec = next((r for r in (correctness_doc or {}).get("implementations", []) if r["implementation"] == name), None)
     if rec is None:
         return f"{name} has no correctness record"
+    if rec["status"] == "unsupported" and rec.get("declined"):
+        return f"{name} declined this case by its own budget ({rec.get('reason')})"
     if rec["status"] == "unsupported":
-        return f"{name} does not run this case ({rec.get('reason')})"
-    if rec["status"] == "error":
-        return f"{name} crashed in the correctness gate ({rec.get('failure')})"
+        return f"{name} does not support this case by design ({rec.get('reason')})"
+    if rec["status"] in ("error", "timeout", "oom", "compile_error"):
+        return f"{name} crashed in the correctness gate ({rec['status']}: {rec.get('failure')})"
     return f"{name} failed the correctness gate ({rec.get('failure')})"
 
 
@@ -193,15 +198,25 @@ def case_claims(timing_doc: Mapping[str, Any], correctness_doc: Mapping[str, Any
     return claims
 
 
-def sentence(claim: Mapping[str, Any]) -> str:
+def config_text(config: Mapping[str, Any] | None) -> str:
+    """A launch config as ``BLOCK_M=128, num_warps=4`` (sorted), or "default" when empty."""
+    return ", ".join(f"{k}={v}" for k, v in sorted((config or {}).items())) or "default"
+
+
+def sentence(claim: Mapping[str, Any], graph_footnote: str = "") -> str:
+    """A claim in words. ``graph_footnote``: a marker that replaces the graph-replay reason (given once in a
+    footnote) for claims on that basis; empty keeps the reason in the sentence."""
     a, b, verdict = claim["a"], claim["b"], claim["verdict"]
+    why = claim.get("why", "")
+    if graph_footnote and GRAPH_BASIS_REASON in why:
+        why = why.replace(f"; {GRAPH_BASIS_REASON}", f"; by graph replay{graph_footnote}")
     if claim.get("a_config"):  # the launch config the sweep tuned the Triton variant to
-        a = f"{a} [{', '.join(f'{k}={v}' for k, v in sorted(claim['a_config'].items()))}]"
+        a = f"{a} [{config_text(claim['a_config'])}]"
     if verdict in (FASTER, SLOWER):
         ratio = claim["median_b_us"] / claim["median_a_us"]
         return (f"{a} is {verdict} than {b}: {claim['median_a_us']:.3f} µs vs {claim['median_b_us']:.3f} µs "
-                f"({ratio:.2f}× {b}'s speed; {claim['why']})")
-    return f"{a} vs {b}: {verdict} ({claim['why']})"
+                f"({ratio:.2f}× {b}'s speed; {why})")
+    return f"{a} vs {b}: {verdict} ({why})"
 
 
 def reference_comparability(env_fp: Mapping[str, Any], ref: Mapping[str, Any]) -> list[str]:
@@ -224,3 +239,115 @@ def disclosures(flag_counts: Sequence[tuple[int, int]]) -> str | None:
     if not total:
         return None
     return f"{flagged} of {total} timed samples ({flagged / total:.1%}) were taken while throttled or below the steady clock"
+
+
+def ncu_absent(specs: dict[str, Any]) -> str:
+    """Why a case has no Nsight Compute result when the stage did not write one."""
+    selected = specs.get("ncu")
+    if isinstance(selected, list) and selected:
+        return "not selected for the optional Nsight Compute stage; the config key ncu lists the cases it profiles"
+    return "stage not enabled (config ncu: true)"
+
+
+def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]]:
+    """What a run's data supports and what it refuses, from its records (``rundata.collect``) and tables
+    (``rundata.tables``): the claim list, and every refusal with its reason."""
+    env = data["environment"]
+    fp = environment.fingerprint(env)
+    interpreter = data["specs"]["interpreter"]
+    yes: list[str] = []
+    no: list[str] = []
+    where = (f"on {fp['gpu']} with torch {fp['torch']}, triton {fp['triton']}, CUDA {fp['cuda_runtime']}, "
+             f"driver {fp['driver']}")
+    claim_df = tbl["claims"]
+    if interpreter:
+        no.append("Any performance comparison: this run used Triton's interpreter on the CPU; its timings measure "
+                  "the interpreter and support no statement about GPU speed.")
+    elif not claim_df.empty:
+        resolved = claim_df[claim_df["verdict"].isin([FASTER, SLOWER])]
+        if len(resolved):
+            yes.append(f"The orderings below, {where}, config hash {data['specs']['config_hash']} (settings in "
+                       "the Method section), each for exactly the shape, dtype and layout named and each Triton "
+                       "variant at the launch config in brackets (the sweep's choice):")
+        for _, c in resolved.iterrows():
+            yes.append(f"{c['kernel']} {c['shape']} {c['dtype']}: {c.get('sentence_noted', c['sentence'])}.")
+        unresolved = claim_df[claim_df["verdict"] == UNRESOLVED]
+        for _, c in unresolved.iterrows():
+            why = str(c['why']).replace(f"; {GRAPH_BASIS_REASON}", "; by graph replay¹")
+            no.append(f"An ordering of {c['a']} and {c['b']} for {c['kernel']} {c['shape']} {c['dtype']}: {why}.")
+    corr = tbl["correctness"]
+    if not corr.empty:
+        failed = ["fail", "error", "timeout", "oom", "compile_error"]  # the last three: kernelscope.faults
+        bad = corr[(corr["role"] != "negative control") & corr["status"].isin(failed)]
+        for _, r in bad.iterrows():
+            no.append(f"Any timing of {r['implementation']} on {r['kernel']} {r['shape']} {r['dtype']}: it "
+                      f"{r['outcome']}.")
+        skipped = corr[(corr["role"] != "negative control") & (corr["status"] == "unsupported")]
+        for (kernel, name, declined), grp in skipped.groupby(["kernel", "implementation", "declined"], dropna=False):
+            why = "declined by its own budget" if declined is True else "unsupported by design"
+            no.append(f"Any timing of {name} on {len(grp)} {kernel} case(s) ({', '.join(grp['shape'] + ' ' + grp['dtype'])}):"
+                      f" {why} — {grp['outcome'].iloc[0].split(': ', 1)[-1]}" + (" (first case's reason)." if len(grp) > 1 else "."))
+        live = corr[corr["role"] == "negative control"]
+        accepted = live[live["rejected"] == False]  # noqa: E712 - pandas element-wise comparison
+        for _, r in accepted.iterrows():
+            no.append(f"The correctness verdicts for {r['kernel']} {r['shape']} {r['dtype']}: the negative control "
+                      f"{r['implementation']} was accepted, so the gate is too loose there.")
+        if not live.empty and accepted.empty:
+            yes.append(f"Correctness of every passing implementation against an fp64 reference at the declared "
+                       f"tolerances, for the listed shapes and dtypes and {len(data['specs']['seeds'])} seeds; every "
+                       f"negative control ({live['implementation'].nunique()} kinds, {len(live)} runs) was rejected.")
+    timing = tbl["timing"]
+    if not timing.empty and "target_reached" in timing:
+        missed = rundata.capped_measurements(data)
+        if missed:
+            no.append(f"Precision beyond the measured spread for {missed} measurements that stopped at the time "
+                      f"cap before the median's CI reached ±{data['specs']['timing'].get('target_rel_ci', 0.005):.1%} "
+                      f"with at least min_samples samples; their CIs are in the tables.")
+    flagged = timing.get("flagged") if not timing.empty else None
+    if flagged is not None and flagged.notna().any():
+        disclosure = disclosures(list(zip(timing["flagged"].fillna(0).astype(int), timing["n"].fillna(0).astype(int))))
+        if disclosure:
+            no.append(f"Clock-clean timings: {disclosure}; they are included in the medians and listed per sample in "
+                      f"tables/samples.csv.")
+    counters = [c for c in data["cases"] if (c.get("ncu") or {}).get("ran")]
+    if len(counters) < len(data["cases"]):
+        reasons = sorted({(c.get("ncu") or {}).get("reason", ncu_absent(data["specs"]))
+                          for c in data["cases"] if not (c.get("ncu") or {}).get("ran")})
+        no.append(f"Hardware-counter explanations (DRAM throughput, occupancy, registers, spills) for "
+                  f"{len(data['cases']) - len(counters)} of {len(data['cases'])} cases: Nsight Compute did not run "
+                  f"there ({'; '.join(reasons)}).")
+    warm = [c for c in data["cases"] if c["timing"] and not data["specs"]["interpreter"]
+            and any(r.get("l2_flushed") is False for r in c["timing"]["implementations"] if r.get("status") == "ok")]
+    if warm:
+        no.append(f"Cold-cache times for {len(warm)} cases timed with a warm L2 (flush_l2: false): their inputs "
+                  "may be read from L2, as in a loop over the same tensors, not as in a model's step.")
+    commits = rundata.case_commits(data)
+    if len(commits) > 1:
+        no.append("Reading every case as one commit's code: the timings come from " + ", ".join(
+            f"{n} cases at {commit}" for commit, n in commits.items()) + " (a run resumed across commits; each "
+            "case's kernel-module hash is in its record), so cases of different commits may differ in their kernel "
+            "or in the measuring code.")
+    cards = rundata.case_cards(data)
+    if len(cards) > 1:
+        run_card = (data["environment"].get("gpu") or {}).get("uuid")
+        no.append("Reading every case as measured on one card: the timings come from " + ", ".join(
+            f"{n} cases on {card}" for card, n in cards.items()) + f" (one GPU model; a run resumed on another "
+            f"machine). The environment section and the measured ceilings were measured on {run_card} only: a case "
+            f"timed on another card is put against {run_card}'s ceilings, not its own card's, and a difference "
+            "between cases of different cards can be the cards'.")
+    missing = [f"{c['kernel']} {c['shape']} {c['dtype']}" for c in data["cases"] if c["timing"] is None]
+    if missing:
+        no.append(f"Anything about {len(missing)} of {len(data['cases'])} planned cases that have no timing result "
+                  f"in this run (not run, or their job failed): {', '.join(missing)}.")
+    for ref in data["specs"].get("external_references", []):
+        reasons = reference_comparability(fp, ref)
+        no.append(f"Ranking this run against the reference row '{ref['label']}': {'; '.join(reasons)}.")
+    no += [
+        "Other shapes, dtypes, strides or memory layouts than those listed: rankings between kernels change with "
+        "shape (seed 000 shows one where the teaching kernel is slower than torch).",
+        "Other GPUs, drivers, or torch/triton/CUDA versions than those recorded in the environment section.",
+        "Cold-start cost beyond the single first-call measurement per job (compile times are one sample each, "
+        "from an empty cache directory, and depend on the host CPU).",
+        "End-to-end model speed: these are isolated kernels with cold L2 (unless stated), not a model's step.",
+    ]
+    return {"supports": yes, "does_not_support": no}

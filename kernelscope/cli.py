@@ -212,6 +212,12 @@ def cmd_report(args) -> None:
     report.build(args.results, args.out)
 
 
+def cmd_index(args) -> None:
+    from kernelscope import index
+
+    index.build(args.reports)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="kernelscope", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="stage", required=True)
@@ -219,9 +225,10 @@ def main(argv: list[str] | None = None) -> None:
     def stage(name: str, fn, case: bool = True, cold: bool = False):
         p = sub.add_parser(name)
         p.set_defaults(fn=fn, cold=cold)
-        if name not in ("report", "compare"):
+        if name not in ("report", "compare", "index"):
             p.add_argument("--specs", required=True, help="results/<device>/specs.json")
-        p.add_argument("--out", required=True)
+        if name != "index":
+            p.add_argument("--out", required=True)
         if case:
             p.add_argument("--kernel", required=True)
             p.add_argument("--shape", required=True)
@@ -244,9 +251,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--b", required=True, help="results/<device> of run B")
     p.add_argument("--label-a", help="name of run A in the document (default: its device key)")
     p.add_argument("--label-b", help="name of run B in the document (default: its device key)")
+    stage("index", cmd_index, case=False).add_argument("--reports", required=True,
+                                                       help="the reports/ folder: every run and comparison in it")
 
     args = parser.parse_args(argv)
-    if args.stage not in ("report", "compare"):
+    if args.stage not in ("report", "compare", "index"):
         # before anything initialises CUDA: this job's one card for its whole life
         from kernelscope import gpus
 

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from kernelscope import faults, gpus, runtime, timing
-from kernelscope.spec import Implementation, Inputs, KernelSpec, Shape
+from kernelscope.spec import Declined, Implementation, Inputs, KernelSpec, Shape
 
 SENTINEL = -1234.5  # second poison: finite, exactly representable in fp16/bf16/fp32, not a plausible result
 
@@ -141,7 +141,8 @@ def check_implementation(spec: KernelSpec, impl: Implementation, shape: Shape, d
     result: dict[str, Any] = {"implementation": impl.name, "kind": impl.kind, "config": dict(config or {})}
     reason = impl.unsupported_reason(shape, dtype)
     if reason:
-        return {**result, "status": "unsupported", "reason": reason, "ok": None, "seeds": []}
+        return {**result, "status": "unsupported", "reason": reason, "declined": isinstance(reason, Declined),
+                "ok": None, "seeds": []}
     records = []
     try:
         with faults.bounded(impl.name):

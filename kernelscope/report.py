@@ -1,97 +1,30 @@
-"""Report stage: per-case result files → long-format tables → Markdown and HTML (jinja2) + roofline.
+"""Report stage: one run's results → the report (Markdown + self-contained HTML), its figures (SVG) and
+long-format tables (CSV), and run.json.
 
-Nothing here measures or re-derives a result: it reads what the stages wrote, joins it with the
-kernel declarations' FLOP/byte models and the measured ceilings, and applies the claim rules.
+The document opens with the answer (one row per kernel and baseline, the targets, the main refusals), then
+the figures, then per-kernel details (collapsible in HTML), then the environment, method and ceilings, and
+the full claim list in an appendix. Loading and tables live in :mod:`kernelscope.rundata`, the claim and
+refusal rules in :mod:`kernelscope.claims`, the scores in :mod:`kernelscope.scores`, the figures in
+:mod:`kernelscope.plots`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from kernelscope import claims, environment, registry, runsummary
-from kernelscope import results as results_io
-from kernelscope.document import bullets, kv, render, table, text
-from kernelscope.spec import DTYPES, Shape
+from kernelscope import claims, environment, plots, registry, results, rundata, scores
+from kernelscope.document import bullets, figure, kv, render, table, text
 
-
-
-def _load(path: Path) -> dict[str, Any] | None:
-    return results_io.load(path) if path.is_file() else None
-
-
-def collect(results: Path) -> dict[str, Any]:
-    specs = _load(results / "specs.json")
-    if specs is None:
-        raise FileNotFoundError(f"{results}/specs.json is missing: run the workflow first")
-    data = {"specs": specs, "environment": _load(results / "environment.json") or {},
-            "calibration": _load(results / "calibration.json") or {}, "cases": [],
-            "job_costs": _job_costs(results / "benchmarks"), "run": runsummary.summarize(results)}
-    for case in specs["cases"]:
-        rel = Path(case["kernel"]) / case["dtype"] / case["shape"]
-        data["cases"].append({
-            **case,
-            "correctness": _load(results / "correctness" / rel.with_suffix(".json")),
-            "timing": _load(results / "timing" / rel.with_suffix(".json")),
-            "profile": _load(results / "profile" / rel.with_suffix(".json")),
-            "ncu": _load(results / "ncu" / rel.with_suffix(".json")),
-            "sweeps": (_load(results / "sweep" / rel.with_suffix(".json")) or {}).get("variants", []),
-        })
-    return data
-
-
-def capped_measurements(data: dict[str, Any]) -> int:
-    """Timed records that stopped at a cap without meeting the stopping rule. The rule is re-applied to the
-    data with each job's own settings, because records written before timing.measure required min_samples
-    at a cap (the H200 runs of 5f19e28 and 93b7ea7) could say "reached" with fewer samples than that."""
-    count = 0
-    for case in data["cases"]:
-        doc = case["timing"] or {}
-        min_samples = int((doc.get("settings") or {}).get("min_samples", 0))
-        count += sum(1 for r in doc.get("implementations", []) if r.get("status") == "ok"
-                     and (not r.get("target_reached") or r.get("n", 0) < min_samples))
-    return count
-
-
-def _timed_cases_by(data: dict[str, Any], record: str, env: str, field: str) -> dict[str, int]:
-    """Timed cases per value of ``timing[record][field]``; records without it count under the run's
-    ``environment[env][field]``."""
-    run_value = (data["environment"].get(env) or {}).get(field)
-    counts: dict[str, int] = {}
-    for case in data["cases"]:
-        if case["timing"]:
-            value = str((case["timing"].get(record) or {}).get(field) or run_value)
-            counts[value] = counts.get(value, 0) + 1
-    return counts
-
-
-def case_commits(data: dict[str, Any]) -> dict[str, int]:
-    """Timed cases per git commit of the job that timed them (records from before the commit was stored per
-    case count under the run's environment commit)."""
-    return _timed_cases_by(data, "git", "git", "commit")
-
-
-def case_cards(data: dict[str, Any]) -> dict[str, int]:
-    """Timed cases per physical GPU (NVML UUID in each timing record; records without one count under the
-    run's environment card). A resumed run can hold cases timed on different cards of one model."""
-    return _timed_cases_by(data, "nvml", "gpu", "uuid")
-
-
-def _job_costs(root: Path) -> pd.DataFrame:
-    """Wall time of every per-case job, from the files Snakemake's ``benchmark:`` directive writes
-    (``results/<device>/benchmarks/<stage>/<kernel>/<dtype>/<shape>.tsv``)."""
-    rows = []
-    for path in sorted(root.glob("*/*/*/*.tsv")):
-        stage, kernel, dtype = path.parts[-4:-1]
-        bench = pd.read_csv(path, sep="\t")
-        if "s" in bench and len(bench):
-            rows.append({"stage": stage, "kernel": kernel, "dtype": dtype, "shape": path.stem,
-                         "wall_s": float(bench["s"].iloc[0])})
-    return pd.DataFrame(rows, columns=["stage", "kernel", "dtype", "shape", "wall_s"])
+#: the answer section's refusals: the few that change how the whole report is read (the rest: appendix)
+MAIN_REFUSALS = 6
+#: the tables written beside the report (the report rule declares each: REPORT_TABLES in common.smk)
+TABLES = ("correctness", "timing", "samples", "sweep", "profile", "claims", "ratios", "targets")
+#: where the comparisons of a run are written, relative to its report
+COMPARE_DIR = "compare"
 
 
 def _job_cost_section(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -126,223 +59,13 @@ def _job_cost_section(data: dict[str, Any]) -> dict[str, Any] | None:
     return {"title": "Run cost", "blocks": blocks}
 
 
-def _ceilings(calibration: dict[str, Any], dtype: str) -> tuple[float | None, float | None]:
-    copy = (calibration.get("copy") or {}).get("gbps")
-    mm = ((calibration.get("matmul") or {}).get(dtype) or {}).get("tflops")
-    return copy, mm
-
-
-def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    correctness_rows, timing_rows, sample_rows, sweep_rows, profile_rows, claim_rows = [], [], [], [], [], []
-    for case in data["cases"]:
-        key = {"kernel": case["kernel"], "shape": case["shape"], "dtype": case["dtype"]}
-        spec = registry.get(case["kernel"])
-        shape = Shape(case["params"], case["reason"])
-        flops, nbytes = spec.flops(shape), spec.bytes_moved(shape, DTYPES[case["dtype"]])
-        copy_gbps, mm_tflops = _ceilings(data["calibration"], case["dtype"])
-        gate = case["correctness"] or {}
-        for rec in gate.get("implementations", []) + gate.get("negative_controls", []):
-            correctness_rows.append({**key, "implementation": rec["implementation"],
-                                     "role": "negative control" if "rejected" in rec else rec["kind"],
-                                     "status": rec["status"], "rejected": rec.get("rejected"),
-                                     "max_abs_err": rec.get("max_abs_err"), "max_rel_err": rec.get("max_rel_err"),
-                                     "rel_l2_err": rec.get("rel_l2_err"),
-                                     **{inv.name: rec.get(inv.name) for inv in spec.invariants},
-                                     "failure": rec.get("failure") or rec.get("reason")})
-        doc = case["timing"] or {"implementations": []}
-        for rec in doc["implementations"]:
-            row = {**key, "implementation": rec["implementation"], "kind": rec.get("kind"),
-                   "block": rec.get("block", ""), "status": rec["status"], "reason": rec.get("reason"),
-                   "config": json.dumps(rec.get("config", {}), sort_keys=True)}
-            if rec["status"] == "ok":
-                med = rec["median_us"]
-                gbps = nbytes / (med * 1e-6) / 1e9
-                tflops = flops / (med * 1e-6) / 1e12
-                clk = rec.get("clocks") or {}
-                graph = rec.get("graph") or {}
-                row.update({
-                    "median_us": med, "p20_us": rec["p20_us"], "p80_us": rec["p80_us"], "min_us": rec["min_us"],
-                    "max_us": rec["max_us"], "ci95_low_us": rec["ci95_low_us"], "ci95_high_us": rec["ci95_high_us"],
-                    "n": rec["n"], "target_reached": rec["target_reached"], "first_call_ms": rec.get("first_call_ms"),
-                    "prepare_ms": rec.get("prepare_ms"), "compile_ms": rec.get("compile_ms"),
-                    "gbps": gbps, "tflops": tflops,
-                    "pct_copy_bw": 100 * gbps / copy_gbps if copy_gbps else None,
-                    "pct_matmul_peak": 100 * tflops / mm_tflops if mm_tflops else None,
-                    "intensity_flop_per_byte": flops / nbytes if nbytes else math.nan,
-                    "graph_us": graph.get("median_us"), "graph_status": graph.get("status"),
-                    "graph_l2": graph.get("l2"),
-                    "launch_bound": claims.launch_bound(rec),
-                    "host_wall_us": rec.get("host_wall_us"), "l2_flushed": rec.get("l2_flushed"),
-                    "flagged": clk.get("n_flagged"), "sm_mhz_min": clk.get("sm_mhz_min"),
-                    "sm_mhz_max": clk.get("sm_mhz_max"),
-                })
-                for i, s in enumerate(rec["samples_us"]):
-                    flag = (clk.get("flags") or [""] * len(rec["samples_us"]))[i] if clk else ""
-                    sm = (clk.get("sm_mhz") or [None] * len(rec["samples_us"]))[i] if clk.get("sm_mhz") else None
-                    sample_rows.append({**key, "implementation": rec["implementation"], "block": rec.get("block", ""),
-                                        "sample": i, "us": s, "sm_mhz": sm, "flag": flag})
-            timing_rows.append(row)
-        if case["timing"]:
-            for c in claims.case_claims(case["timing"], case["correctness"]):
-                claim_rows.append({**key, **{k: c.get(k) for k in ("a", "b", "verdict", "basis", "why", "rel_diff",
-                                                                     "mannwhitney_p", "aa_floor_rel")},
-                                   "sentence": claims.sentence(c)})
-        for sw in case["sweeps"]:
-            for rec in sw.get("configs", []):
-                sweep_rows.append({**key, "implementation": sw["implementation"], "config": rec["key"],
-                                   "is_default": rec["is_default"], "status": rec["status"],
-                                   "is_best": bool(sw.get("best")) and rec["key"] == sw["best"]["key"],
-                                   "first_call_ms": rec.get("first_call_ms"), "median_us": rec.get("median_us"),
-                                   "reason": rec.get("reason")})
-        for rec in (case["profile"] or {}).get("implementations", []):
-            for k in rec.get("kernels", []):
-                profile_rows.append({**key, "implementation": rec["implementation"], "cuda_kernel": k["name"],
-                                     "launches_per_call": k["launches_per_call"],
-                                     "device_us_per_call": k["device_us_per_call"]})
-    return {"correctness": pd.DataFrame(correctness_rows), "timing": pd.DataFrame(timing_rows),
-            "samples": pd.DataFrame(sample_rows), "sweep": pd.DataFrame(sweep_rows),
-            "profile": pd.DataFrame(profile_rows), "claims": pd.DataFrame(claim_rows)}
-
-
-def roofline(data: dict[str, Any], timing_df: pd.DataFrame, path: Path) -> bool:
-    """Arithmetic intensity vs achieved throughput, with the measured ceilings as the roof."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ok = timing_df[timing_df.get("status", pd.Series(dtype=str)) == "ok"] if not timing_df.empty else timing_df
-    if ok.empty:
-        return False
-    fig, ax = plt.subplots(figsize=(9, 6))
-    copy = (data["calibration"].get("copy") or {}).get("gbps")
-    xs = [10 ** (i / 10) for i in range(-20, 41)]
-    for name, entry in (data["calibration"].get("matmul") or {}).items():
-        if copy and entry.get("tflops"):
-            ax.plot(xs, [min(copy * x / 1e3, entry["tflops"]) for x in xs], lw=1, ls="--",
-                    label=f"roof: copy {copy:.0f} GB/s, {name} matmul {entry['tflops']:.0f} TFLOP/s")
-    for impl, grp in ok[ok["block"] != "A2"].groupby("implementation"):
-        ax.scatter(grp["intensity_flop_per_byte"], grp["tflops"], label=impl, s=18)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP / byte, minimal traffic)")
-    ax.set_ylabel("achieved TFLOP/s")
-    env = data["environment"]
-    ax.set_title(f"{(env.get('gpu') or {}).get('name') or 'CPU interpreter'} — torch {env.get('torch')}, "
-                 f"triton {env.get('triton')}")
-    ax.legend(fontsize=7, loc="lower right")
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    with results_io.atomic(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
-    return True
-
-
-def supports(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, list[str]]:
-    """The "supports / does not support" section, generated from the data."""
-    env = data["environment"]
-    fp = environment.fingerprint(env)
-    interpreter = data["specs"]["interpreter"]
-    yes: list[str] = []
-    no: list[str] = []
-    where = (f"on {fp['gpu']} with torch {fp['torch']}, triton {fp['triton']}, CUDA {fp['cuda_runtime']}, "
-             f"driver {fp['driver']}")
-    claim_df = tbl["claims"]
-    if interpreter:
-        no.append("Any performance comparison: this run used Triton's interpreter on the CPU; its timings measure "
-                  "the interpreter and support no statement about GPU speed.")
-    elif not claim_df.empty:
-        resolved = claim_df[claim_df["verdict"].isin([claims.FASTER, claims.SLOWER])]
-        if len(resolved):
-            yes.append(f"The orderings below, {where}, config hash {data['specs']['config_hash']} (settings in "
-                       "the Method section), each for exactly the shape, dtype and layout named and each Triton "
-                       "variant at the launch config in brackets (the sweep's choice):")
-        for _, c in resolved.iterrows():
-            yes.append(f"{c['kernel']} {c['shape']} {c['dtype']}: {c['sentence']}.")
-        unresolved = claim_df[claim_df["verdict"] == claims.UNRESOLVED]
-        for _, c in unresolved.iterrows():
-            no.append(f"An ordering of {c['a']} and {c['b']} for {c['kernel']} {c['shape']} {c['dtype']}: {c['why']}.")
-    corr = tbl["correctness"]
-    if not corr.empty:
-        failed = ["fail", "error", "timeout", "oom", "compile_error"]  # the last three: kernelscope.faults
-        bad = corr[(corr["role"] != "negative control") & corr["status"].isin(failed)]
-        for _, r in bad.iterrows():
-            no.append(f"Any timing of {r['implementation']} on {r['kernel']} {r['shape']} {r['dtype']}: it failed the "
-                      f"correctness gate ({r['failure']}).")
-        live = corr[corr["role"] == "negative control"]
-        accepted = live[live["rejected"] == False]  # noqa: E712 - pandas element-wise comparison
-        for _, r in accepted.iterrows():
-            no.append(f"The correctness verdicts for {r['kernel']} {r['shape']} {r['dtype']}: the negative control "
-                      f"{r['implementation']} was accepted, so the gate is too loose there.")
-        if not live.empty and accepted.empty:
-            yes.append(f"Correctness of every passing implementation against an fp64 reference at the declared "
-                       f"tolerances, for the listed shapes and dtypes and {len(data['specs']['seeds'])} seeds; every "
-                       f"negative control ({live['implementation'].nunique()} kinds, {len(live)} runs) was rejected.")
-    timing = tbl["timing"]
-    if not timing.empty and "target_reached" in timing:
-        missed = capped_measurements(data)
-        if missed:
-            no.append(f"Precision beyond the measured spread for {missed} measurements that stopped at the time "
-                      f"cap before the median's CI reached ±{data['specs']['timing'].get('target_rel_ci', 0.005):.1%} "
-                      f"with at least min_samples samples; their CIs are in the tables.")
-    flagged = timing.get("flagged") if not timing.empty else None
-    if flagged is not None and flagged.notna().any():
-        disclosure = claims.disclosures(list(zip(timing["flagged"].fillna(0).astype(int), timing["n"].fillna(0).astype(int))))
-        if disclosure:
-            no.append(f"Clock-clean timings: {disclosure}; they are included in the medians and listed per sample in "
-                      f"tables/samples.csv.")
-    counters = [c for c in data["cases"] if (c.get("ncu") or {}).get("ran")]
-    if len(counters) < len(data["cases"]):
-        reasons = sorted({(c.get("ncu") or {}).get("reason", _ncu_absent(data["specs"]))
-                          for c in data["cases"] if not (c.get("ncu") or {}).get("ran")})
-        no.append(f"Hardware-counter explanations (DRAM throughput, occupancy, registers, spills) for "
-                  f"{len(data['cases']) - len(counters)} of {len(data['cases'])} cases: Nsight Compute did not run "
-                  f"there ({'; '.join(reasons)}).")
-    warm = [c for c in data["cases"] if c["timing"] and not data["specs"]["interpreter"]
-            and any(r.get("l2_flushed") is False for r in c["timing"]["implementations"] if r.get("status") == "ok")]
-    if warm:
-        no.append(f"Cold-cache times for {len(warm)} cases timed with a warm L2 (flush_l2: false): their inputs "
-                  "may be read from L2, as in a loop over the same tensors, not as in a model's step.")
-    commits = case_commits(data)
-    if len(commits) > 1:
-        no.append("Reading every case as one commit's code: the timings come from " + ", ".join(
-            f"{n} cases at {commit}" for commit, n in commits.items()) + " (a run resumed across commits; each "
-            "case's kernel-module hash is in its record), so cases of different commits may differ in their kernel "
-            "or in the measuring code.")
-    cards = case_cards(data)
-    if len(cards) > 1:
-        run_card = (data["environment"].get("gpu") or {}).get("uuid")
-        no.append("Reading every case as measured on one card: the timings come from " + ", ".join(
-            f"{n} cases on {card}" for card, n in cards.items()) + f" (one GPU model; a run resumed on another "
-            f"machine). The environment section and the measured ceilings come from {run_card}, so a case timed "
-            "on another card is put against that card's ceilings, and a difference between cases of different "
-            "cards can be the cards'.")
-    missing = [f"{c['kernel']} {c['shape']} {c['dtype']}" for c in data["cases"] if c["timing"] is None]
-    if missing:
-        no.append(f"Anything about {len(missing)} of {len(data['cases'])} planned cases that have no timing result "
-                  f"in this run (not run, or their job failed): {', '.join(missing)}.")
-    for ref in data["specs"].get("external_references", []):
-        reasons = claims.reference_comparability(fp, ref)
-        no.append(f"Ranking this run against the reference row '{ref['label']}': {'; '.join(reasons)}.")
-    no += [
-        "Other shapes, dtypes, strides or memory layouts than those listed: rankings between kernels change with "
-        "shape (seed 000 shows one where the teaching kernel is slower than torch).",
-        "Other GPUs, drivers, or torch/triton/CUDA versions than those recorded in the environment section.",
-        "Cold-start cost beyond the single first-call measurement per job (compile times are one sample each, "
-        "from an empty cache directory, and depend on the host CPU).",
-        "End-to-end model speed: these are isolated kernels with cold L2 (unless stated), not a model's step.",
-    ]
-    return {"supports": yes, "does_not_support": no}
-
-
 def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
     env = data["environment"]
     gpu = env.get("gpu") or {}
     cont = env.get("container") or {}
     git = env.get("git") or {}
     pairs = [("device key", env.get("device_key")), ("backend", env.get("backend")),
-             ("Triton interpreter", env.get("triton_interpreter")), ("GPU", gpu.get("name") or gpu.get("reason")),
+             ("Triton interpreter", env.get("triton_interpreter")), ("GPU", gpu.get("name") or gpu.get("reason")), ("GPU UUID (environment job)", gpu.get("uuid")),
              ("compute capability", gpu.get("capability")), ("SMs", gpu.get("sm_count")),
              ("memory (GiB)", gpu.get("memory_gib")), ("L2 (MiB)", gpu.get("l2_mib")),
              ("max SM / memory clock (MHz)", f"{gpu.get('max_sm_mhz', '–')} / {gpu.get('max_mem_mhz', '–')}"),
@@ -350,7 +73,7 @@ def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
              ("CUDA runtime", env.get("cuda_runtime")), ("cuDNN", env.get("cudnn")), ("Python", env.get("python")),
              ("torch", env.get("torch")), ("triton", env.get("triton")), ("kernelscope", env.get("kernelscope")),
              ("CPU", f"{env.get('cpu')} ({env.get('cpu_count')} logical)"), ("OS", env.get("os")),
-             ("git commit", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"
+             ("git commit (environment job)", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"
                             + (f" — {git['source']}" if str(git.get("source", "git")).startswith("corrected") else "")),
              ("config hash", env.get("config_hash")),
              ("container", (f"{cont.get('runtime')}: {cont.get('image') or 'image not identified'}"
@@ -358,13 +81,17 @@ def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
     for key in ("image_sha256", "base_image", "lock_sha256"):
         if env.get(key) or cont.get(key):
             pairs.append((key.replace("_", " "), env.get(key) or cont.get(key)))
-    return {"title": "Environment", "blocks": [kv(pairs)]}
-
-
-def enqueue_modes(data: dict[str, Any]) -> set[str]:
-    """How the run's timed samples were enqueued (``batched:<k>``, or ``per-sample-sync`` for older records)."""
-    return {rec.get("enqueue", "per-sample-sync") for case in data["cases"] if case["timing"]
-            for rec in case["timing"]["implementations"] if rec.get("status") == "ok"}
+    blocks = [text("The run's environment record (the environment job: its machine, card and commit)."), kv(pairs)]
+    commits, cards = rundata.case_commits(data), rundata.case_cards(data)
+    if len(commits) > 1 or len(cards) > 1:
+        per_case = pd.DataFrame([{"case": rundata.case_label(c), "commit": str(rundata.case_commit(data, c))[:12],
+                                  "card": rundata.case_card(data, c)} for c in data["cases"] if c["timing"]])
+        blocks += [text(f"The timed cases span {len(commits)} commit(s) and {len(cards)} card(s): "
+                        + "; ".join(f"{n} cases at {k[:12]}" for k, n in commits.items()) + "; "
+                        + "; ".join(f"{n} cases on {k}" for k, n in cards.items())
+                        + ". The git commit and GPU above are the environment job's; each case's are below."),
+                   table(per_case, ["case", "commit", "card"])]
+    return {"title": "Environment", "blocks": blocks}
 
 
 def _starvation_note(recs: list[dict[str, Any]]) -> str:
@@ -388,10 +115,28 @@ def _starvation_note(recs: list[dict[str, Any]]) -> str:
             "first allocations can, marks its whole batch)." + rule)
 
 
+def recorded_settings(data: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
+    """The timing settings the records were measured with, each distinct set with its number of cases."""
+    groups: list[tuple[dict[str, Any], int]] = []
+    for case in data["cases"]:
+        settings = (case["timing"] or {}).get("settings")
+        if settings is None:
+            continue
+        for i, (known, n) in enumerate(groups):
+            if known == settings:
+                groups[i] = (known, n + 1)
+                break
+        else:
+            groups.append((settings, 1))
+    return groups
+
+
 def _method_section(data: dict[str, Any]) -> dict[str, Any]:
     specs = data["specs"]
-    t = specs["timing"]
-    modes = enqueue_modes(data)
+    groups = recorded_settings(data)
+    # the records' own settings; the plan's only where no record stored them
+    t = groups[0][0] if groups else specs["timing"]
+    modes = rundata.enqueue_modes(data)
     enqueue = []
     if any(m.startswith("batched") for m in modes):
         recs = [rec for case in data["cases"] if case["timing"] for rec in case["timing"]["implementations"]
@@ -450,7 +195,14 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
         "Profile: torch.profiler lists every CUDA kernel each implementation launches (after warm-up), kept apart "
         "from timing.",
     ]
-    return {"title": "Method", "blocks": [bullets(items)]}
+    if len(groups) > 1:
+        items.append("The timing settings differ between records; each set with its cases: " + "; ".join(
+            f"{n} cases: {claims.config_text(g)}" for g, n in groups))
+    settings = pd.DataFrame([{"setting": k, "value": v} for k, v in t.items()])
+    source = (f"Timing settings as recorded in the timing records ({sum(n for _, n in groups)} cases"
+              + (", one set" if len(groups) == 1 else f", {len(groups)} sets: the first is shown") + ")"
+              if groups else "Timing settings of the plan (the records of this run do not store them)")
+    return {"title": "Method", "blocks": [bullets(items), text(source + ":"), table(settings, ["setting", "value"])]}
 
 
 def _calibration_section(data: dict[str, Any]) -> dict[str, Any]:
@@ -463,10 +215,119 @@ def _calibration_section(data: dict[str, Any]) -> dict[str, Any]:
         pairs.append((f"matmul {name} {entry.get('size', '')}³ ({entry.get('precision', 'library default')}) TFLOP/s",
                       entry.get("tflops", entry.get("error"))))
     return {"title": "Measured ceilings", "blocks": [
-        text("Measured on this machine in this run; % of ceiling in the timing tables refers to these. Each is "
+        text(f"Measured on card {(data['environment'].get('gpu') or {}).get('uuid') or 'of the environment job'} in "
+             "this run; % of ceiling in the timing tables refers to these. Each is "
               "the median at one size (the copy of a multi-GiB buffer, the library's 8192³ product), not the "
               "hardware's peak: other sizes can exceed it, so above 100 % means faster than the library at the "
               "calibration size."), kv(pairs)]}
+
+
+def _verdict_counts(verdicts: pd.Series) -> str:
+    counts = verdicts.value_counts()
+    parts = [f"{int(counts[v])} {w}" for v, w in ((claims.FASTER, "faster"), (claims.SLOWER, "slower"),
+                                                   (claims.UNRESOLVED, "unresolved"),
+                                                   (claims.NOT_COMPARABLE, "not comparable")) if v in counts]
+    return ", ".join(parts) or "–"
+
+
+def _ratio_text(row: pd.Series) -> str:
+    if pd.isna(row["speedup"]):
+        return "–"
+    ci = f" [{row['ci_low']:.2f}–{row['ci_high']:.2f}]" if pd.notna(row["ci_low"]) and pd.notna(row["ci_high"]) else ""
+    return f"{row['speedup']:.2f}×{ci}" + ("ᵍ" if row["basis"] == "graph replay" else "")
+
+
+def _reproduced(out: Path | None, kernel: str) -> str:
+    """Reproduced / not in the latest comparison this report links (its comparison.csv), per kernel."""
+    latest = _comparisons(out)[-1:] if out else []
+    for rel, _ in latest:
+        path = out / rel.parent / "comparison.csv"
+        if not path.is_file():
+            continue
+        rows = pd.read_csv(path)
+        rows = rows[rows["kernel"] == kernel] if "kernel" in rows else rows.iloc[0:0]
+        measured = rows[rows["verdict"] != claims.NOT_COMPARABLE]
+        if measured.empty:
+            return "–"
+        same = int((measured["verdict"] == claims.UNRESOLVED).sum())
+        return f"{same}/{len(measured)} ({rel.parent.name})"
+    return "–"
+
+
+def _comparisons(out: Path | None) -> list[tuple[Path, str]]:
+    """This report's comparisons (``compare/<other>/report.html``), oldest first by file time."""
+    if out is None or not (out / COMPARE_DIR).is_dir():
+        return []
+    found = sorted((out / COMPARE_DIR).glob("*/report.html"), key=lambda p: (p.stat().st_mtime, p.parent.name))
+    return [(p.relative_to(out), p.parent.name) for p in found]
+
+
+def _answer_section(data: dict[str, Any], tbl: dict[str, pd.DataFrame], ratios: pd.DataFrame,
+                    target_df: pd.DataFrame, refusals: list[str], out: Path | None) -> dict[str, Any]:
+    """At most about 40 lines: one row per kernel and baseline, and the main refusals."""
+    rows = []
+    for kernel in sorted({c["kernel"] for c in data["cases"]}):
+        kr = ratios[ratios["kernel"] == kernel] if not ratios.empty else ratios
+        tk = target_df[target_df["kernel"] == kernel] if not target_df.empty else target_df
+        timing = tbl["timing"]
+        ok = timing[(timing["kernel"] == kernel) & (timing["status"] == "ok")] if not timing.empty else timing
+        flagged = ok["flagged"].fillna(0).sum() if "flagged" in ok else 0
+        samples = ok["n"].fillna(0).sum() if "n" in ok else 0
+        first = True
+        for baseline, grp in (kr.groupby("baseline", sort=False) if not kr.empty else []):
+            rows.append({
+                "kernel": kernel if first else "", "baseline": f"{baseline} ({grp['baseline_kind'].iloc[0]})",
+                "verdicts (best Triton vs it)": _verdict_counts(grp["verdict"]),
+                "speedup: median over cases [range]": (f"{grp['speedup'].median():.2f}× [{grp['speedup'].min():.2f}–"
+                                                       f"{grp['speedup'].max():.2f}]" if grp["speedup"].notna().any()
+                                                       else "–"),
+                "best Triton": ", ".join(sorted(set(grp["best_triton"]))),
+                "targets met": (f"{int((tk['verdict'] == scores.MET).sum())}/{len(tk)}" if first and len(tk) else
+                                ("–" if first else "")),
+                "throttled samples": (f"{flagged / samples:.0%}" if first and samples else ("–" if first else "")),
+                "reproduced": _reproduced(out, kernel) if first else ""})
+            first = False
+        if first:
+            rows.append({"kernel": kernel, "baseline": "–", "verdicts (best Triton vs it)": "no timing result"})
+    df = pd.DataFrame(rows)
+    notes = ["Speedup = baseline time / best Triton variant's time (above 1: Triton faster), per case on the claim "
+             "rules' basis (event median; ᵍ graph replay for launch-bound pairs); per-case ratios with 95 % CIs are "
+             "in each kernel's section and figure. Verdicts: Mann–Whitney and A/A-floor rules (Method). Throttled: "
+             "share of the kernel's timed samples taken while throttled or below the steady clock. Reproduced: "
+             "timings with no difference resolved in the latest comparison, of those measured in both runs."]
+    blocks = [table(df, ["kernel", "baseline", "verdicts (best Triton vs it)", "speedup: median over cases [range]",
+                         "best Triton", "targets met", "throttled samples", "reproduced"], notes=notes)]
+    blocks.append(text("Main limits (the full list is in the appendix):"))
+    blocks.append(bullets(refusals[:MAIN_REFUSALS]))
+    links = _comparisons(out)
+    if links:
+        blocks.append(table(pd.DataFrame([{"comparison": str(rel), "against run": name} for rel, name in links]),
+                            ["comparison", "against run"], links=("comparison",)))
+    return {"title": "The answer", "id": "answer", "blocks": blocks}
+
+
+def _targets_section(target_df: pd.DataFrame) -> dict[str, Any] | None:
+    if target_df.empty:
+        return None
+    df = target_df.assign(measured=[
+        "–" if pd.isna(r["value"]) else f"{r['value']:.3g}" + (f" [{r['ci_low']:.3g}–{r['ci_high']:.3g}]"
+                                                             if pd.notna(r["ci_low"]) else "")
+        for _, r in target_df.iterrows()])
+    reasons = [f"{t}: {r}" for t, r in dict(zip(target_df["target"], target_df["reason"])).items()]
+    return {"title": "Targets", "blocks": [
+        text("Each target a kernel declares, on every case of this run it covers. Met: the whole 95 % interval is "
+             "at or above the goal; missed: the whole interval is below it; not resolved: the interval straddles "
+             "the goal, or a side has no valid time."),
+        table(df, ["verdict", "target", "case", "measured", "note"]),
+        text("Why each target:"), bullets(reasons)]}
+
+
+def _refusal_order(refusals: list[str]) -> list[str]:
+    """The refusals that change how the whole report is read first (interpreter, several commits or cards,
+    gate failures, missing cases), then the rest."""
+    keys = ("Any performance comparison", "Reading every case", "Anything about", "Any timing of",
+            "The correctness verdicts", "Clock-clean")
+    return sorted(refusals, key=lambda r: next((i for i, k in enumerate(keys) if r.startswith(k)), len(keys)))
 
 
 def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
@@ -475,37 +336,52 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
             return df
         return df[(df["kernel"] == case["kernel"]) & (df["shape"] == case["shape"]) & (df["dtype"] == case["dtype"])]
 
+    spec = registry.get(case["kernel"])
     blocks = [text(f"Shape {json.dumps(case['params'])}: {case['reason']}.")]
     gate = case["correctness"] or {}
     if gate.get("tolerance"):
         tol = gate["tolerance"]
         blocks.append(text(f"Tolerance: atol {tol['atol']:g}, rtol {tol['rtol']:g} — {tol['reason']}."))
-    blocks.append(table(sel(tbl["correctness"]), ["implementation", "role", "status", "rejected", "max_abs_err",
-                                                   "rel_l2_err", "row_sum_error", "failure"]))
+    blocks.append(table(sel(tbl["correctness"]), ["outcome", "implementation", "role", "max_abs_err", "rel_l2_err",
+                                                   *[inv.name for inv in spec.invariants]]))
+    claim_df = sel(tbl["claims"])
+    if not claim_df.empty:
+        graph = claim_df["basis"].astype(str).str.startswith("CUDA-graph")
+        claim_df = claim_df.assign(basis=claim_df["basis"].where(~graph, "graph replay¹"),
+                                   note=[str(w).replace(f"; {claims.GRAPH_BASIS_REASON}", "")
+                                         for w in claim_df["why"]])
+        blocks.append(table(claim_df, ["verdict", "speedup", "a", "b", "basis", "note"],
+                            notes=["¹ a launch-bound pair, judged by CUDA-graph replay; why: the appendix's "
+                                   "footnote."] if graph.any() else None))
     timing = sel(tbl["timing"])
-    blocks.append(table(timing, ["implementation", "block", "status", "median_us", "p20_us", "p80_us", "ci95_low_us",
-                                  "ci95_high_us", "n", "prepare_ms", "compile_ms", "first_call_ms", "gbps", "pct_copy_bw", "tflops",
-                                  "pct_matmul_peak", "graph_us", "launch_bound", "host_wall_us", "flagged",
-                                  "reason"]))
+    if not timing.empty:
+        timing = timing.assign(ci95_us=[f"{lo:.3f}–{hi:.3f}" if pd.notna(lo) else "–"
+                                        for lo, hi in zip(timing.get("ci95_low_us", pd.Series(dtype=float)),
+                                                          timing.get("ci95_high_us", pd.Series(dtype=float)))]
+                               if "ci95_low_us" in timing else "–",
+                               config=[claims.config_text(json.loads(c)) for c in timing["config"]])
+    blocks.append(table(timing, ["implementation", "block", "status", "median_us", "ci95_us", "n", "graph_us",
+                                 "launch_bound", "gbps", "pct_copy_bw", "tflops", "pct_matmul_peak", "flagged",
+                                 "first_call_ms", "config", "reason"],
+                        notes=["Each record's settings, samples, p20/p80, prepare and compile times are in "
+                               "tables/timing.csv and tables/samples.csv."]))
     doc = case["timing"] or {}
     aa = doc.get("aa_floor")
     if aa:
         blocks.append(text(f"A/A floor ({doc.get('primary_baseline')} timed twice): {aa['rel_diff']:.2%} "
-                            f"(Mann–Whitney p = {aa['mannwhitney_p']:.2g})."))
-    claim_df = sel(tbl["claims"])
-    if not claim_df.empty:
-        blocks.append(bullets(list(claim_df["sentence"])))
+                           f"(Mann–Whitney p = {aa['mannwhitney_p']:.2g})."))
     costs = claims.host_costs(doc) if doc else []
     if costs:
-        blocks.append(text("Host-side cost per call (its own finding, never a device-speed claim): wall time of "
-                           "back-to-back eager calls beside the device time per call from CUDA-graph replay. Where "
-                           "the host time is the larger, eager use of that implementation is limited by the host."))
         blocks.append(table(pd.DataFrame(costs), ["implementation", "host_wall_us", "device_us", "event_median_us",
-                                                  "launch_bound", "host_bound"]))
+                                                  "launch_bound", "host_bound"],
+                            notes=["Host-side cost per call, its own finding and never a device-speed claim: wall "
+                                   "time of back-to-back eager calls beside the device time per call (graph replay). "
+                                   "host_bound: the host time is the larger, so eager use is limited by the host."]))
     prof = case["profile"] or {}
     if prof.get("captured"):
         blocks.append(table(sel(tbl["profile"]), ["implementation", "cuda_kernel", "launches_per_call",
-                                                   "device_us_per_call"], code=("cuda_kernel",)))
+                                                   "device_us_per_call"], code=("cuda_kernel",),
+                            notes=["Kernel names shortened; whole in tables/profile.csv."]))
     elif prof:
         blocks.append(text(f"Kernel names: not captured — {prof.get('reason')}."))
     blocks.append(_ncu_block(case))
@@ -530,14 +406,6 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
     return blocks
 
 
-def _ncu_absent(specs: dict[str, Any]) -> str:
-    """Why a case has no Nsight Compute result when the stage did not write one."""
-    selected = specs.get("ncu")
-    if isinstance(selected, list) and selected:
-        return "not selected for the optional Nsight Compute stage; the config key ncu lists the cases it profiles"
-    return "stage not enabled (config ncu: true)"
-
-
 def _ncu_block(case: dict[str, Any]) -> dict[str, Any]:
     doc = case.get("ncu")
     if doc is None:
@@ -549,40 +417,6 @@ def _ncu_block(case: dict[str, Any]) -> dict[str, Any]:
     return table(df, ["implementation", "kernel", "duration_ns", "dram_throughput_pct", "achieved_occupancy_pct",
                        "registers_per_thread", "local_load_bytes", "local_store_bytes", "shared_mem_per_block_bytes"],
                   code=("kernel",))
-
-
-def _summary_section(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, Any]:
-    """One row per case: the primary baseline against the fastest correct Triton variant, with the verdict
-    the claim rules gave for that pair (the per-case sections hold everything else)."""
-    timing, claim_df = tbl["timing"], tbl["claims"]
-    rows = []
-    for case in data["cases"]:
-        key = (case["kernel"], case["shape"], case["dtype"])
-        row = {"kernel": key[0], "shape": key[1], "dtype": key[2], "baseline": case["primary_baseline"]}
-        t = timing[(timing["kernel"] == key[0]) & (timing["shape"] == key[1]) & (timing["dtype"] == key[2])] \
-            if not timing.empty else timing
-        ok = t[t["status"] == "ok"] if not t.empty else t
-        base = ok[(ok["implementation"] == case["primary_baseline"]) & (ok["block"] == "A1")] if not ok.empty else ok
-        tri = ok[ok["kind"] == "triton"] if not ok.empty else ok
-        if base.empty or tri.empty:
-            rows.append({**row, "verdict": "no timing result"})
-            continue
-        best = tri.loc[tri["median_us"].idxmin()]
-        verdict = claim_df[(claim_df["kernel"] == key[0]) & (claim_df["shape"] == key[1]) & (claim_df["dtype"] == key[2])
-                           & (claim_df["a"] == best["implementation"]) & (claim_df["b"] == case["primary_baseline"])]
-        v = verdict.iloc[0] if len(verdict) else None
-        rows.append({**row, "baseline_us": base["median_us"].iloc[0], "best_triton": best["implementation"],
-                     "triton_us": best["median_us"], "baseline_graph_us": base["graph_us"].iloc[0],
-                     "triton_graph_us": best.get("graph_us"), "pct_copy_bw": best.get("pct_copy_bw"),
-                     "pct_matmul_peak": best.get("pct_matmul_peak"),
-                     "verdict": f"{v['verdict']} ({v['basis']})" if v is not None and v.get("basis") else
-                     (v["verdict"] if v is not None else "–")})
-    df = pd.DataFrame(rows)
-    return {"title": "Summary", "blocks": [
-        text("Per case: the primary baseline's event median against the fastest Triton variant's (by event median), "
-              "and the claim rules' verdict for that pair. Launch-bound pairs are judged by CUDA-graph replay."),
-        table(df, ["kernel", "shape", "dtype", "baseline", "baseline_us", "best_triton", "triton_us",
-                    "baseline_graph_us", "triton_graph_us", "pct_copy_bw", "pct_matmul_peak", "verdict"])]}
 
 
 def _references_section(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -598,26 +432,9 @@ def _references_section(data: dict[str, Any]) -> dict[str, Any] | None:
     return {"title": "Reference numbers from elsewhere (not comparable)", "blocks": blocks}
 
 
-def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], has_plot: bool) -> dict[str, Any]:
-    specs, env = data["specs"], data["environment"]
-    fp = environment.fingerprint(env)
-    banner = (f"Device {specs['device']}: {fp['gpu'] or 'no GPU'}; torch {fp['torch']}, triton {fp['triton']}; "
-              f"{len(specs['cases'])} cases.")
-    warn = ("INTERPRETER RUN: Triton ran in interpreter mode on the CPU. The timings below are interpreter timings "
-            "and support no performance comparison; correctness results are real.") if specs["interpreter"] else None
-    verdict = supports(data, tbl)
-    sections = [
-        _environment_section(data), _calibration_section(data), _method_section(data),
-        {"title": "What this report supports / does not support", "blocks": [
-            text("Supports:"), bullets(verdict["supports"] or ["No performance statement."]),
-            text("Does not support:"), bullets(verdict["does_not_support"])]},
-    ]
-    sections.append(_summary_section(data, tbl))
-    if has_plot:
-        sections.append({"title": "Roofline", "blocks": [
-            {"type": "image", "src": "roofline.png", "alt": "roofline: arithmetic intensity vs achieved TFLOP/s"},
-            text("Ceilings are the measured copy bandwidth and library matmul peaks above; intensity uses each "
-                  "kernel's minimal-traffic model.")]})
+def _kernel_sections(data: dict[str, Any], tbl: dict[str, pd.DataFrame], ratios: pd.DataFrame,
+                     out: Path) -> list[dict[str, Any]]:
+    sections = []
     for name in sorted({c["kernel"] for c in data["cases"]}):
         spec = registry.get(name)
         # only what this run recorded: the installed module may declare implementations added after it
@@ -627,30 +444,102 @@ def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], has_plot: bool)
                  if not recorded or i.name in recorded]
         controls = [f"negative control {i.name}: {i.description}" for i in spec.negative_controls
                     if not recorded or i.name in recorded]
-        sections.append({"title": f"Kernel: {name}", "blocks": [text(spec.description), bullets(impls + controls)]})
+        blocks = [text(spec.description), bullets(impls + controls)]
+        kr = ratios[ratios["kernel"] == name] if not ratios.empty else ratios
+        if not kr.empty:
+            blocks.append(table(kr.assign(ratio=[_ratio_text(r) for _, r in kr.iterrows()]),
+                                ["verdict", "ratio", "case", "baseline", "best_triton", "pct_copy_bw",
+                                 "pct_matmul_peak", "flagged_share"],
+                                notes=["ratio: baseline time / best Triton time [95 % CI]; ᵍ by graph replay (no CI)."]))
+        if plots.speedup(ratios, name, out / "plots" / f"speedup-{name}.svg"):
+            blocks.append(figure(out / "plots" / f"speedup-{name}.svg", f"plots/speedup-{name}.svg",
+                                 f"{name}: speedup of the best Triton variant per case, with 95 % CIs"))
+        if plots.sweep_spread(tbl["sweep"], name, out / "plots" / f"sweep-{name}.svg"):
+            blocks.append(figure(out / "plots" / f"sweep-{name}.svg", f"plots/sweep-{name}.svg",
+                                 f"{name}: launch-config sweep spread per variant and case"))
+        sections.append({"title": f"Kernel: {name}", "blocks": blocks})
         for case in [c for c in data["cases"] if c["kernel"] == name]:
-            sections.append({"title": f"{name} · {case['shape']} · {case['dtype']}", "level": 3,
+            sections.append({"title": f"{name} · {case['shape']} · {case['dtype']}", "level": 3, "collapsed": True,
                              "blocks": _case_blocks(case, tbl)})
+    return sections
+
+
+def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> dict[str, Any]:
+    """The report of one run; figures are written under ``out/plots``."""
+    specs, env = data["specs"], data["environment"]
+    fp = environment.fingerprint(env)
+    commits, cards = rundata.case_commits(data), rundata.case_cards(data)
+    timed = sum(1 for c in data["cases"] if c["timing"])
+    banner = (f"Device {specs['device']}: {fp['gpu'] or 'no GPU'}; torch {fp['torch']}, triton {fp['triton']}; "
+              f"{timed} of {len(specs['cases'])} cases timed"
+              + (f", at {len(commits)} commits" if len(commits) > 1 else
+                 f" at commit {next(iter(commits))[:12]}" if commits else "")
+              + (f" on {len(cards)} cards" if len(cards) > 1 else "") + ".")
+    warn = ("INTERPRETER RUN: Triton ran in interpreter mode on the CPU. The timings below are interpreter timings "
+            "and support no performance comparison; correctness results are real.") if specs["interpreter"] else None
+    verdict = claims.statements(data, tbl)
+    refusals = _refusal_order(verdict["does_not_support"])
+    ratios = scores.best_ratios(data, tbl) if not specs["interpreter"] else scores.best_ratios(data, tbl).iloc[0:0]
+    target_df = scores.targets(data, tbl) if not specs["interpreter"] else pd.DataFrame()
+    sections = [_answer_section(data, tbl, ratios, target_df, refusals, out)]
+    targets = _targets_section(target_df)
+    if targets:
+        sections.append(targets)
+    title = f"{fp['gpu'] or 'CPU interpreter'} — torch {fp['torch']}, triton {fp['triton']}"
+    if plots.roofline(tbl["timing"], data["calibration"], title, out / "plots" / "roofline.svg"):
+        sections.append({"title": "Roofline", "blocks": [
+            figure(out / "plots" / "roofline.svg", "plots/roofline.svg",
+                   "roofline: arithmetic intensity vs achieved TFLOP/s per kernel and implementation"),
+            text("Ceilings are the measured copy bandwidth and library matmul peaks (Measured ceilings); intensity "
+                 "uses each kernel's minimal-traffic model.")]})
+    sections += _kernel_sections(data, tbl, ratios, out)
+    sections += [_environment_section(data), _calibration_section(data), _method_section(data)]
     for extra in (_references_section(data), _job_cost_section(data)):
         if extra:
             sections.append(extra)
+    claim_df = tbl["claims"]
+    graph_note = (bool(len(claim_df)) and claim_df["basis"].astype(str).str.startswith("CUDA-graph").any())
+    sections.append({"title": "Appendix: what this report supports / does not support", "id": "appendix", "blocks": [
+        text("Supports:"),
+        bullets(verdict["supports"] or ["No performance statement."]),
+        text("Does not support:"), bullets(refusals)]
+        + ([text(f"¹ {claims.GRAPH_BASIS_REASON}.")] if graph_note else [])})
     sections.append({"title": "Data", "blocks": [bullets([
-        "tables/timing.csv — one row per implementation and case (medians, spread, CI, throughput, % of ceilings)",
+        "tables/timing.csv — one row per implementation and case (medians, spread, CI, throughput, % of ceilings, "
+        "commit and card)",
         "tables/samples.csv — every timed sample with its SM clock and flag",
-        "tables/correctness.csv, tables/sweep.csv, tables/profile.csv, tables/claims.csv",
+        "tables/correctness.csv, tables/sweep.csv, tables/profile.csv (whole kernel names), tables/claims.csv, "
+        "tables/ratios.csv, tables/targets.csv",
+        "plots/*.svg — the figures above; run.json — the run's summary (cases, commits, cards, cost)",
         f"raw per-case JSON: results/{specs['device']}/ (path grammar in kernelscope/cases.py)"])]})
     return {"title": f"kernelscope report — {specs['device']}", "banner": banner, "warning": warn, "sections": sections}
 
 
+def run_facts(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, Any]:
+    """What the index of runs lists, from the records: when the cases were timed, at which commits and on
+    which cards (per case, which run.json's run-level lists do not say), and the gate's outcome counts."""
+    created = sorted(c["timing"]["created"] for c in data["cases"] if c["timing"] and c["timing"].get("created"))
+    corr = tbl["correctness"]
+    impls = corr[corr["role"] != "negative control"] if not corr.empty else corr
+    return {"first_timed": created[0] if created else None, "last_timed": created[-1] if created else None,
+            "gpu": environment.fingerprint(data["environment"]).get("gpu"),
+            "case_commits": rundata.case_commits(data), "case_cards": rundata.case_cards(data),
+            "gate": {str(k): int(v) for k, v in impls["status"].value_counts().items()} if not impls.empty else {},
+            "declined": int(impls["declined"].eq(True).sum()) if "declined" in impls else 0}
+
+
 def build(results_dir: str | Path, out_dir: str | Path) -> None:
-    results, out = Path(results_dir), Path(out_dir)
-    (out / "tables").mkdir(parents=True, exist_ok=True)
-    data = collect(results)
-    tbl = tables(data)
+    source, out = Path(results_dir), Path(out_dir)
+    for sub in ("tables", "plots"):  # both are declared outputs of the report rule, even when empty
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    data = rundata.collect(source)
+    tbl = rundata.tables(data)
+    tbl["ratios"] = scores.best_ratios(data, tbl)
+    tbl["targets"] = scores.targets(data, tbl)
+    assert set(tbl) == set(TABLES), "workflow/rules/common.smk REPORT_TABLES must list every table"
     for name, df in tbl.items():
-        with results_io.atomic(out / "tables" / f"{name}.csv") as tmp:
+        with results.atomic(out / "tables" / f"{name}.csv") as tmp:
             df.to_csv(tmp, index=False)
-    with results_io.atomic(out / "run.json") as tmp:
-        Path(tmp).write_text(json.dumps(data["run"], indent=1, sort_keys=True) + "\n")
-    has_plot = roofline(data, tbl["timing"], out / "roofline.png")
-    render(document(data, tbl, has_plot), out)
+    results.write_text(out / "run.json", json.dumps({**data["run"], "report": run_facts(data, tbl)}, indent=1,
+                                                     sort_keys=True) + "\n")
+    render(document(data, tbl, out), out)

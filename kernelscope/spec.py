@@ -77,6 +77,81 @@ class Invariant:
     reason: str
 
 
+class Declined(str):
+    """A ``supports`` reason that declines a case by a resource budget (memory, time) the implementation
+    sets itself, rather than by design: the code would compute the case, but not within the budget. The
+    report words the two apart ("declined: ..." vs "unsupported: ..."); everywhere else it is a plain reason."""
+
+
+#: the metrics a :class:`Target` can set a floor on
+TARGET_METRICS = {"speedup": "× {baseline}", "pct_copy_bw": " % of copy bandwidth"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A performance goal a kernel was built for; the report scores it on every case it covers.
+
+    ``metric`` is ``"speedup"`` (``baseline``'s time over ``variant``'s time, ≥ ``at_least``) or
+    ``"pct_copy_bw"`` (the variant's minimal traffic per second as % of the run's measured copy bandwidth).
+    A target covers the cases whose dtype is in ``dtypes`` (every dtype when empty), whose shape parameters
+    lie in ``shapes`` (inclusive ``(low, high)`` bounds, ``None`` for an open end) and whose minimal traffic
+    is at least ``min_bytes``.
+    """
+
+    variant: str
+    metric: str
+    at_least: float
+    reason: str
+    baseline: str | None = None
+    dtypes: tuple[str, ...] = ()
+    shapes: Mapping[str, tuple[int | None, int | None]] = dataclasses.field(default_factory=dict)
+    min_bytes: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.metric not in TARGET_METRICS:
+            raise ValueError(f"target for {self.variant!r}: metric must be one of {sorted(TARGET_METRICS)}, "
+                             f"got {self.metric!r}")
+        if (self.metric == "speedup") != (self.baseline is not None):
+            raise ValueError(f"target for {self.variant!r}: a speedup target names its baseline, and only it does")
+        if not self.reason.strip():
+            raise ValueError(f"target for {self.variant!r} needs a reason: say why this number")
+        unknown = set(self.dtypes) - set(DTYPES)
+        if unknown:
+            raise ValueError(f"target for {self.variant!r}: unknown dtypes {sorted(unknown)}")
+
+    @property
+    def label(self) -> str:
+        """``triton_flash ≥ 0.8× sdpa; bfloat16; D = 128, S ≥ 4096``: the target as one line."""
+        goal = f"{self.variant} ≥ {self.at_least:g}" + TARGET_METRICS[self.metric].format(baseline=self.baseline)
+        scope = []
+        if self.dtypes:
+            scope.append(", ".join(self.dtypes))
+        bounds = []
+        for key, (low, high) in self.shapes.items():
+            if low is not None and low == high:
+                bounds.append(f"{key} = {low}")
+            elif low is not None and high is not None:
+                bounds.append(f"{key} {low}–{high}")
+            elif low is not None:
+                bounds.append(f"{key} ≥ {low}")
+            elif high is not None:
+                bounds.append(f"{key} ≤ {high}")
+        if bounds:
+            scope.append(", ".join(bounds))
+        if self.min_bytes:
+            scope.append(f"≥ {self.min_bytes / 1e6:g} MB moved")
+        return "; ".join([goal, *scope])
+
+    def covers(self, params: Mapping[str, int], dtype_name: str, nbytes: float) -> bool:
+        if self.dtypes and dtype_name not in self.dtypes:
+            return False
+        for key, (low, high) in self.shapes.items():
+            value = params.get(key)
+            if value is None or (low is not None and value < low) or (high is not None and value > high):
+                return False
+        return nbytes >= self.min_bytes
+
+
 @dataclasses.dataclass(frozen=True)
 class Implementation:
     """One way to compute the kernel.
@@ -87,7 +162,8 @@ class Implementation:
     hand-written heuristic a user would get without tuning, so the report can say where it stands.
     ``prune(config, shape, dtype, limits)`` returns a reason string when a config cannot fit the device
     (shared memory, registers), so it is recorded and not compiled. ``supports(shape, dtype)`` returns a
-    reason string when the implementation does not handle the case at all.
+    reason string when the implementation does not handle the case at all: a :class:`Declined` reason when
+    it declines the case by its own resource budget, a plain string when the case is outside its design.
     """
 
     name: str
@@ -147,6 +223,8 @@ class KernelSpec:
     negative_controls: Sequence[Implementation] = ()
     #: implementation that the Triton variants are ranked against (the one users would otherwise call)
     primary_baseline: str = "torch"
+    #: the performance goals the kernel was built for, each with its reason; the report scores them
+    targets: Sequence[Target] = ()
 
     def __post_init__(self) -> None:
         names = [impl.name for impl in (*self.implementations, *self.negative_controls)]
@@ -155,6 +233,11 @@ class KernelSpec:
         if self.primary_baseline not in [impl.name for impl in self.baselines]:
             raise ValueError(f"kernel {self.name!r}: primary_baseline {self.primary_baseline!r} is not one of its "
                              f"baselines {[impl.name for impl in self.baselines]}")
+        for target in self.targets:
+            if target.variant not in [impl.name for impl in self.triton_variants]:
+                raise ValueError(f"kernel {self.name!r}: target variant {target.variant!r} is not a Triton variant")
+            if target.baseline is not None and target.baseline not in [impl.name for impl in self.baselines]:
+                raise ValueError(f"kernel {self.name!r}: target baseline {target.baseline!r} is not a baseline")
         for set_name, shapes in self.shape_sets.items():
             ids = [s.id for s in shapes]
             if len(set(ids)) != len(ids):

@@ -79,3 +79,15 @@ def ncu_results():
 
 def case_args(wildcards):
     return f"--kernel {wildcards.kernel} --shape {wildcards.shape} --dtype {wildcards.dtype}"
+
+
+# The long-format tables the report rule writes (kernelscope.report.TABLES)
+REPORT_TABLES = ["correctness", "timing", "samples", "sweep", "profile", "claims", "ratios", "targets"]
+
+
+def get_other_results(wildcards):
+    return f"results/{wildcards.other}"
+
+
+def get_compare_out(wildcards):
+    return f"reports/{DEVICE}/compare/{wildcards.other}"

@@ -7,12 +7,15 @@ rule compare:
         image=container_image(),
     output:
         md=f"reports/{DEVICE}/compare/{{other}}/report.md",
-        html=f"reports/{DEVICE}/compare/{{other}}/report.html",
+        html=report(f"reports/{DEVICE}/compare/{{other}}/report.html", category="Comparisons",
+                    labels={"against": "{other}"}),
+        csv=report(f"reports/{DEVICE}/compare/{{other}}/comparison.csv", category="Comparisons",
+                   labels={"against": "{other}", "file": "table"}),
     params:
         python=PYTHON,
         mine=f"results/{DEVICE}",
-        theirs=lambda wildcards: f"results/{wildcards.other}",
-        out=lambda wildcards: f"reports/{DEVICE}/compare/{wildcards.other}",
+        theirs=get_other_results,
+        out=get_compare_out,
     container:
         CONTAINER_IMAGE
     log:

@@ -1,4 +1,5 @@
-# Assemble tables, the roofline and the Markdown/HTML report from every per-case result.
+# Assemble tables, figures, run.json and the Markdown/HTML report from every per-case result. The report,
+# figures and tables are flagged for `snakemake --report report.zip` (the workflow's own provenance report).
 rule report:
     input:
         specs=SPECS,
@@ -11,8 +12,13 @@ rule report:
         image=container_image(),
     output:
         md="reports/{device}/report.md",
-        html="reports/{device}/report.html",
+        html=report("reports/{device}/report.html", category="Report", labels={"device": "{device}"}),
         run="reports/{device}/run.json",
+        plots=report(directory("reports/{device}/plots"), patterns=["{name}.svg"], category="Figures"),
+        tables=expand(
+            "reports/{{device}}/tables/{table}.csv",
+            table=REPORT_TABLES,
+        ),
     container:
         CONTAINER_IMAGE
     params:
@@ -22,3 +28,22 @@ rule report:
     shell:
         "{params.python} -m kernelscope report --results results/{wildcards.device} --out reports/{wildcards.device} "
         "> {log} 2>&1"
+
+
+# Every run and comparison under reports/, listed with links (reports/index.md | index.html).
+rule index:
+    input:
+        f"reports/{DEVICE}/report.md",
+        expand(f"reports/{DEVICE}/compare/{{other}}/report.md", other=config["compare_with"]),
+        image=container_image(),
+    output:
+        md="reports/index.md",
+        html=report("reports/index.html", category="Report"),
+    container:
+        CONTAINER_IMAGE
+    params:
+        python=PYTHON,
+    log:
+        f"logs/{DEVICE}/index.log",
+    shell:
+        "{params.python} -m kernelscope index --reports reports > {log} 2>&1"
