@@ -214,6 +214,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--label-b", help="name of run B in the document (default: its device key)")
 
     args = parser.parse_args(argv)
+    # One line in the job's log says where the job ran, as seen from inside: the check that every job of a
+    # --use-singularity run ran in the image (tests/test_container_e2e.py). Apptainer sets the variable.
+    image = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
+    print(f"kernelscope {args.stage}: " + (f"in Apptainer image {image}" if image else "not in an Apptainer container"),
+          file=sys.stderr, flush=True)
     from kernelscope import runtime
 
     # Cold compile caches on a GPU, where first-call time is a reported result. Under the interpreter

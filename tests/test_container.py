@@ -212,3 +212,28 @@ def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir)
     run, _ = _snakemake(workdir, "--dry-run", "--use-singularity")
     assert run.returncode == 0, run.stdout + run.stderr
     assert set(job_counts(run.stdout + run.stderr)) == set(expected) | {"container_identity", "all"}
+
+
+def test_a_registry_image_is_identified_by_its_pinned_digest():
+    uri = "docker://registry.example.org/kernelscope@sha256:" + "b" * 64
+    found = container.identity(uri, ROOT / container.DEFINITION, ROOT / container.LOCK)
+    assert found["image_reference"] == uri and found["image_digest"] == "sha256:" + "b" * 64
+    assert "image_sha256" not in found and found["lock_sha256"]
+    with pytest.raises(container.ContainerFileError):
+        container.identity("docker://registry.example.org/kernelscope:latest")
+
+
+@pytest.mark.workflow
+def test_a_prebuilt_image_named_in_the_config_skips_the_build(workdir, tmp_path):
+    prebuilt = tmp_path / "shared" / "kernelscope.sif"  # e.g. on a cluster's shared storage
+    prebuilt.parent.mkdir()
+    prebuilt.write_text("stand-in pre-built image\n")
+    run, calls = _snakemake(workdir, "--dry-run", "--use-singularity", "--config", f"container_image={prebuilt}")
+    assert run.returncode == 0, run.stdout + run.stderr
+    jobs = job_counts(run.stdout + run.stderr)
+    assert "container_image" not in jobs and jobs["container_identity"] == 1
+    assert str(prebuilt) in run.stdout + run.stderr  # the jobs' container: the pre-built image
+    # An unpinned registry image is refused by the config schema before anything runs.
+    run, _ = _snakemake(workdir, "--dry-run", "--use-singularity", "--config",
+                        "container_image=docker://registry.example.org/kernelscope:latest")
+    assert run.returncode != 0 and "container_image" in run.stdout + run.stderr
