@@ -63,9 +63,11 @@ sid_root() {
     # Apptainer asks for the full capability set for root by default; these machines withhold
     # CAP_SYS_RESOURCE, so its containers would not start.
     sed -i 's/^root default capabilities = .*/root default capabilities = no/' "$SID_ROOT/etc/apptainer/apptainer.conf"
-    # bwrap binds the host's /etc/hosts over this file, and Apptainer binds /etc/localtime into containers.
+    # bwrap binds the host's /etc/hosts over this file; Apptainer binds /etc/localtime into containers and
+    # fails if it is missing (the sid root has no tzdata, so a copy of the host's, not a link).
     touch "$SID_ROOT/etc/hosts"
-    [[ -e $SID_ROOT/etc/localtime ]] || ln -s /usr/share/zoneinfo/Etc/UTC "$SID_ROOT/etc/localtime"
+    rm -f "$SID_ROOT/etc/localtime"
+    cp -L /etc/localtime "$SID_ROOT/etc/localtime"
     log "$(apptainer_ version)"
 }
 

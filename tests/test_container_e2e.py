@@ -53,9 +53,12 @@ def test_the_users_command_runs_every_job_in_the_real_image(tmp_path):
         subprocess.run([str(SCRIPT), "build"], env=env, check=True)
     build_s = time.time() - started
 
-    workdir = copy_workflow(tmp_path / "workflow")  # the repository's config/config.yaml, unchanged
-    (workdir / "e2e.yaml").write_text(yaml.safe_dump({**SMALL_CONFIG, "container_image": str(image)}))
-    command = ["snakemake", "--cores", "1", "--use-singularity", "--configfile", "e2e.yaml"]
+    workdir = copy_workflow(tmp_path)  # the repository's config/config.yaml, unchanged
+    # The repository's config with the small CPU selection and the image, replacing (not merged into) the
+    # workflow's config: a merge would keep every kernel of config/config.yaml.
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    (workdir / "e2e.yaml").write_text(yaml.safe_dump({**config, **SMALL_CONFIG, "container_image": str(image)}))
+    command = ["snakemake", "--cores", "1", "--use-singularity", "--configfile", "e2e.yaml", "--replace-workflow-config"]
     started = time.time()
     run = subprocess.run([str(SCRIPT), *command], cwd=workdir, env=env, capture_output=True, text=True,
                          timeout=7200)
