@@ -85,7 +85,7 @@ def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
              ("config hash", env.get("config_hash")),
              ("container", (f"{cont.get('runtime')}: {cont.get('image') or 'image not identified'}"
                             if cont.get("containerized") else "none (host)"))]
-    for key in ("image_sha256", "base_image", "lock_sha256"):
+    for key in ("image_sha256", "image_reference", "image_digest", "base_image", "lock_sha256"):
         if env.get(key) or cont.get(key):
             pairs.append((key.replace("_", " "), env.get(key) or cont.get(key)))
     blocks = [text("The run's environment record (the environment job: its machine, card and commit)."), kv(pairs)]
