@@ -67,9 +67,10 @@ def cluster(tmp_path_factory):
         subprocess.run([sbin + "mungekey", "--create"], check=True)
         shutil.chown("/etc/munge/munge.key", "munge", "munge")
     if subprocess.run(["munge", "-n"], capture_output=True).returncode != 0:  # no munged running yet
-        subprocess.run(["runuser", "-u", "munge", "--", sbin + "munged", "--pid-file", str(state / "munged.pid")],
+        # its pid file where the munge user can write (pytest's base temp dir is private to root)
+        subprocess.run(["runuser", "-u", "munge", "--", sbin + "munged", "--pid-file", str(munge_dir / "test-munged.pid")],
                        check=True)
-        started.append(state / "munged.pid")
+        started.append(munge_dir / "test-munged.pid")
     for daemon in ("slurmctld", "slurmd"):
         subprocess.run([sbin + daemon], check=True)
         started.append(state / f"{daemon}.pid")
@@ -98,7 +99,7 @@ def test_cpu_configuration_runs_through_the_slurm_executor(cluster, tmp_path):
         cwd=work, env=env, capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     md = (work / "reports" / cases.INTERPRETER_KEY / "report.md").read_text()
-    assert "### softmax · M3_N5 · float32" in md and "## What this report supports / does not support" in md
+    assert "### softmax · M3_N5 · float32" in md and "## Appendix: what this report supports / does not support" in md
     # every job went through sbatch: the plugin keeps one log per SLURM job
     slurm_logs = list((work / ".snakemake" / "slurm_logs").rglob("*.log"))
     assert {p.parts[-3] for p in slurm_logs} >= {"rule_correctness", "rule_sweep", "rule_timing", "rule_report"}

@@ -65,7 +65,7 @@ def test_cpu_run_writes_a_report_with_every_section(cpu_run):
     md = (cpu_run / "reports" / runtime.INTERPRETER_KEY / "report.md").read_text()
     html = (cpu_run / "reports" / runtime.INTERPRETER_KEY / "report.html").read_text()
     for heading in ("## Environment", "## Measured ceilings", "## Method",
-                    "## What this report supports / does not support", "## Kernel: softmax",
+                    "## Appendix: what this report supports / does not support", "## Kernel: softmax",
                     "### softmax · M3_N5 · float32", "## Reference numbers from elsewhere (not comparable)"):
         assert heading in md, heading
     assert "INTERPRETER RUN" in md and "INTERPRETER RUN" in html
@@ -98,9 +98,13 @@ def test_cpu_run_records_gate_controls_timing_and_environment(cpu_run):
         assert rec["status"] == "ok", rec
         assert len(rec["samples_us"]) == rec["n"] >= 1  # every sample kept
         assert rec["n"] >= 10 or rec["target_reached"] is False  # fewer than min_samples only at the time cap
-        assert "first_call_ms" in rec
-        # what the job spent on it, measured apart: building the callable, then everything up to the last sample
-        assert 0 <= rec["prepare_ms"] / 1e3 <= rec["job_wall_s"] and rec["wall_s"] <= rec["job_wall_s"]
+        # what the job spent on it, measured apart: building the callable, then everything up to the last sample;
+        # A2 times A1's closure again, so its preparation and first call are A1's
+        if rec.get("block") != "A2":
+            assert "first_call_ms" in rec and 0 <= rec["prepare_ms"] / 1e3 <= rec["job_wall_s"]
+        else:
+            assert "first_call_ms" not in rec and "prepare_ms" not in rec
+        assert rec["wall_s"] <= rec["job_wall_s"]
     env = json.loads((results / "environment.json").read_text())
     assert env["triton_interpreter"] is True and env["torch"] and env["triton"] and env["config_hash"]
     profile = json.loads((results / "profile/softmax/float32/M3_N5.json").read_text())
