@@ -68,14 +68,20 @@ def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
     import torch
     import triton
 
-    from kernelscope import container, environment, gpus, registry, runtime
+    from kernelscope import container, environment, gpus, registry, runtime, sources
 
     registry.get(case["kernel"])  # imported, so its source file is known wherever the package is installed
     source = sys.modules[f"kernels.{case['kernel']}"].__file__
+    root = Path(source).resolve().parent.parent
+    kernel_sources = sources.kernel_sources(case["kernel"], root)
     return {"device": specs["device"], "hardware": runtime.runtime_device_key(), "kernel": case["kernel"], "shape": case["shape"], "params": case["params"],
             "reason": case["reason"], "dtype": case["dtype"], "interpreter": specs["interpreter"],
             "torch": torch.__version__, "triton": triton.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            # the module alone (what records before kernel_sources_sha256 carry), and the module with every
+            # module of this repository it imports: what comparisons call a code change
             "kernel_module_sha256": container.sha256_file(source),
+            "kernel_sources": kernel_sources,
+            "kernel_sources_sha256": sources.digest(kernel_sources, root),
             # the card this job ran on and its GPU-lock sections (None under the interpreter)
             "gpu": gpus.summary(),
             "job_started_at": _STARTED_AT, "job_ended_at": time.time(),

@@ -15,7 +15,8 @@ runs can be compared at all is decided first, from their environment records and
 
 Only implementations that passed the correctness gate in both runs are compared, and a Triton variant
 tuned to different configs in the two runs is compared as tuned, with both configs shown. Where a case's
-kernel module differs between the runs (its sha256 in the timing records), a rerun's difference in a
+kernel code differs between the runs (the sha256 of its module and of every repository module it imports,
+in the timing records), a rerun's difference in a
 Triton variant is a before/after of that code change, and says so; across GPUs such a variant is not
 compared (GPU and code would be confounded). The module's torch baselines call the same library code
 either way, so they are compared as usual.
@@ -139,6 +140,17 @@ def _fastest(case: Mapping[str, Any]) -> str | None:
     return min(ok, key=lambda r: r["median_us"])["implementation"] if ok else None
 
 
+def _code_changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Did the kernel's code differ between two timing records? By the hash of its module and every
+    repository module it imports where both records carry it; records written before that field existed
+    carry only the module's own hash."""
+    for field in ("kernel_sources_sha256", "kernel_module_sha256"):
+        sha_a, sha_b = a.get(field), b.get(field)
+        if sha_a and sha_b:
+            return sha_a != sha_b
+    return False
+
+
 def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None = None) -> pd.DataFrame:
     """One row per implementation of every case both runs timed: B against A under the claim rules.
     ``kind``: the runs' ``comparability`` kind (worked out here when not given)."""
@@ -154,8 +166,7 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None =
         passed = claims.passed_gate(ca.get("correctness")) & claims.passed_gate(cb.get("correctness"))
         floor = _floor(ca["timing"], cb["timing"])
         graph_floor = _graph_floor(ca["timing"], cb["timing"])
-        sha_a, sha_b = ca["timing"].get("kernel_module_sha256"), cb["timing"].get("kernel_module_sha256")
-        code_changed = bool(sha_a and sha_b and sha_a != sha_b)
+        code_changed = _code_changed(ca["timing"], cb["timing"])
         for name in [n for n in ra if n in rb]:
             rec_a, rec_b = ra[name], rb[name]
             row = {"kernel": key[0], "shape": key[1], "dtype": key[2], "implementation": name,

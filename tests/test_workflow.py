@@ -6,7 +6,7 @@ import tarfile
 
 import pytest
 
-from kernelscope import cases, report, runtime
+from kernelscope import cases, catalog, report, runtime
 from workflow_support import ROOT, SMALL_CONFIG, copy_workflow, job_counts, snakemake
 
 STAGES = ("correctness", "sweep", "timing", "profile")
@@ -22,7 +22,8 @@ def test_dry_run_lists_every_stage_for_every_configured_case(tmp_path):
     counts = job_counts(run.stdout)
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     planned = cases.plan(config, runtime.INTERPRETER_KEY)
-    assert {c.kernel for c in planned} == set(config["kernels"])
+    assert "kernels" not in config  # every kernel module, every declared dtype
+    assert {c.kernel for c in planned} == set(catalog.load()["kernels"])
     for stage in STAGES:
         assert counts[stage] == len(planned), stage
     assert counts["report"] == counts["environment"] == counts["calibrate"] == 1

@@ -2,7 +2,7 @@
 rule correctness:
     input:
         specs=SPECS,
-        module=kernel_module,
+        sources=kernel_sources,
         image=container_image(),
     output:
         "results/{device}/correctness/{kernel}/{dtype}/{shape}.json",

@@ -3,7 +3,7 @@
 rule ncu:
     input:
         specs=SPECS,
-        module=kernel_module,
+        sources=kernel_sources,
         sweep="results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
         image=container_image(),
     output:

@@ -2,7 +2,7 @@
 rule profile:
     input:
         specs=SPECS,
-        module=kernel_module,
+        sources=kernel_sources,
         sweep="results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
         image=container_image(),
     output:

@@ -2,7 +2,7 @@
 rule sweep:
     input:
         specs=SPECS,
-        module=kernel_module,
+        sources=kernel_sources,
         image=container_image(),
     output:
         "results/{device}/sweep/{kernel}/{dtype}/{shape}.json",

@@ -2,7 +2,7 @@
 rule timing:
     input:
         specs=SPECS,
-        module=kernel_module,
+        sources=kernel_sources,
         correctness="results/{device}/correctness/{kernel}/{dtype}/{shape}.json",
         sweep="results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
         image=container_image(),
