@@ -10,7 +10,7 @@ Planning imports neither torch nor triton and asks nothing of the machine that p
 GPU plans a GPU run when told the device (``--config device=nvidia-h200``). Every mistake in the config is
 refused here, before any job runs, with the field, the value and what is allowed.
 
-Results path grammar (relative to the working directory)::
+Results path grammar (relative to the working directory; the one place it is written down)::
 
     results/<device>/specs.json                                   resolved cases and settings
     results/<device>/environment.json                             software, hardware, provenance
@@ -20,9 +20,10 @@ Results path grammar (relative to the working directory)::
     results/<device>/timing/<kernel>/<dtype>/<shape>.json         samples and statistics, A/A floor
     results/<device>/profile/<kernel>/<dtype>/<shape>.json        CUDA kernels launched per implementation
     results/<device>/ncu/<kernel>/<dtype>/<shape>.json            Nsight Compute counters (optional stage)
-    results/<device>/benchmarks/<stage>/<kernel>/<dtype>/<shape>.tsv   job wall time (Snakemake benchmark)
-    reports/<device>/report.{md,html}, roofline.png, tables/*.csv
+    results/<device>/jobtimes/<stage>/<kernel>/<dtype>/<shape>.tsv     job wall time (Snakemake ``benchmark:``)
+    reports/<device>/report.{md,html}, run.json, plots/*.svg, tables/*.csv
     reports/<device>/compare/<other>/report.{md,html}, comparison.csv   (optional: config compare_with)
+    reports/index.{md,html}                                       every run and comparison under reports/
     logs/<device>/<stage>/<kernel>/<dtype>/<shape>.log
 
 ``<device>`` is the GPU's name as a slug (``nvidia-h200``) or ``cpu-interpreter``, so a rerun on another

@@ -87,7 +87,7 @@ def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
             "job_started_at": _STARTED_AT, "job_ended_at": time.time(),
             # the commit of this job's code: a run resumed over several sessions can span commits
             "git": environment.git_info(),
-            # the stage's part of the job's wall time (the Snakemake benchmark file has the whole, start and exit included)
+            # the stage's part of the job's wall time (the Snakemake job-time file, results/<device>/jobtimes/, has the whole, start and exit included)
             "job_s": {"stage": time.perf_counter() - _MAIN_STARTED, **_PHASES}}
 
 
@@ -164,13 +164,13 @@ def cmd_sweep(args) -> None:
 
 
 def cmd_timing(args) -> None:
-    from kernelscope import benchmark, sweep, timing
+    from kernelscope import sweep, timing, timing_stage
 
     specs, spec, shape, dtype, case = _resolve(args)
     settings = timing.TimingSettings.from_config(specs["timing"])
     gate = _load(args.correctness)
     failed = {r["implementation"]: r.get("failure") for r in gate["implementations"] if r.get("ok") is False}
-    result = benchmark.time_case(spec, shape, dtype, sweep.best_configs(_load(args.sweep)), settings, failed_correctness=failed)
+    result = timing_stage.time_case(spec, shape, dtype, sweep.best_configs(_load(args.sweep)), settings, failed_correctness=failed)
     _write_json(args.out, {**_case_header(specs, case), "cold_caches": args.cold_caches, **result})
 
 

@@ -52,7 +52,7 @@ def _job_cost_section(data: dict[str, Any]) -> dict[str, Any] | None:
     if not jobs.empty:
         by_stage = jobs.groupby("stage")["wall_s"].agg(jobs="count", total_s="sum", median_s="median", max_s="max")
         blocks += [text("Wall time of each per-case job (Snakemake `benchmark:` files under "
-                        "results/<device>/benchmarks/), including process start-up and compilation. Jobs run side "
+                        "results/<device>/jobtimes/), including process start-up and compilation. Jobs run side "
                         "by side and take their card exclusively only while they sample; jobs carried over from an "
                         "earlier invocation keep their own times."),
                    table(by_stage.reset_index(), ["stage", "jobs", "total_s", "median_s", "max_s"], digits=1)]

@@ -30,7 +30,7 @@ def collect(results: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"{results}/specs.json is missing: run the workflow first")
     data = {"specs": specs, "environment": _load(results / "environment.json") or {},
             "calibration": _load(results / "calibration.json") or {}, "cases": [],
-            "job_costs": _job_costs(results / "benchmarks"), "run": runsummary.summarize(results)}
+            "job_costs": _job_costs(runsummary.jobtimes_dir(results)), "run": runsummary.summarize(results)}
     for case in specs["cases"]:
         rel = Path(case["kernel"]) / case["dtype"] / case["shape"]
         data["cases"].append({
@@ -132,7 +132,7 @@ def case_cards(data: dict[str, Any]) -> dict[str, int]:
 
 def _job_costs(root: Path) -> pd.DataFrame:
     """Wall time of every per-case job, from the files Snakemake's ``benchmark:`` directive writes
-    (``results/<device>/benchmarks/<stage>/<kernel>/<dtype>/<shape>.tsv``)."""
+    (``results/<device>/jobtimes/<stage>/<kernel>/<dtype>/<shape>.tsv``)."""
     rows = []
     for path in sorted(root.glob("*/*/*/*.tsv")):
         stage, kernel, dtype = path.parts[-4:-1]

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelscope import benchmark, correctness, faults, registry, sweep, timing
+from kernelscope import correctness, faults, registry, sweep, timing, timing_stage
 from kernelscope.spec import Implementation, Shape
 from workflow_support import ROOT
 
@@ -84,7 +84,7 @@ def test_hanging_kernel_is_stopped_and_recorded_and_the_others_run(limit):
     failed = {r["implementation"]: r["failure"] for r in gate["implementations"] if r.get("ok") is False}
     settings = timing.TimingSettings.from_config({"warmup": 1, "min_samples": 3, "max_samples": 3, "min_time_s": 0,
                                                   "max_time_s": 0.2, "flush_l2": False, "clock_warmup_s": 0})
-    timed = benchmark.time_case(spec, SHAPE, torch.float32, {"triton_row": ROW, "triton_hang": {}, "triton_oom": {},
+    timed = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_row": ROW, "triton_hang": {}, "triton_oom": {},
                                                              "triton_wrong": {}}, settings, failed_correctness=failed)
     by_name = {r["implementation"]: r for r in timed["implementations"] if r.get("block") != "A2"}
     assert {n: by_name[n]["status"] for n in ("triton_hang", "triton_oom", "triton_wrong")} == \
@@ -100,7 +100,7 @@ def test_hang_in_the_sweep_and_the_timing_stage_is_bounded(limit):
     hang = next(v for v in doc["variants"] if v["implementation"] == "triton_hang")
     assert hang["best"] is None and hang["configs"][0]["fault"] == "timeout"
     assert sweep.best_configs(doc).keys() == {"triton_row"}
-    timed = benchmark.time_case(spec, SHAPE, torch.float32, {"triton_row": ROW, "triton_hang": {}}, settings)
+    timed = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_row": ROW, "triton_hang": {}}, settings)
     statuses = [(r["implementation"], r["status"]) for r in timed["implementations"]]
     assert ("triton_hang", "timeout") in statuses and statuses[-1] == ("torch", "ok")  # the A2 block still ran
 

@@ -76,11 +76,14 @@ def kernel_sources(wildcards):
 
 
 def case_results(stage):
-    return [f"results/{DEVICE}/{stage}/{c.kernel}/{c.dtype}/{c.shape}.json" for c in CASES]
+    """Every planned case's output of the per-case rule `stage` (included before this is called)."""
+    pattern = getattr(rules, stage).output[0]
+    return [pattern.format(device=DEVICE, kernel=c.kernel, dtype=c.dtype, shape=c.shape) for c in CASES]
 
 
 def ncu_results():
-    return [f"results/{DEVICE}/ncu/{case}.json" for case in NCU_CASES]
+    keys = ("kernel", "dtype", "shape")
+    return [rules.ncu.output[0].format(device=DEVICE, **dict(zip(keys, case.split("/")))) for case in NCU_CASES]
 
 
 def case_args(wildcards):

@@ -2,7 +2,7 @@
 # was copied next to this one. The document says first whether the two runs can be compared at all.
 rule compare:
     input:
-        report=f"reports/{DEVICE}/report.md",
+        report=expand(rules.report.output.md, device=DEVICE),
         other="results/{other}/specs.json",
         image=container_image(),
     output:

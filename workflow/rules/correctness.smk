@@ -17,6 +17,6 @@ rule correctness:
     log:
         "logs/{device}/correctness/{kernel}/{dtype}/{shape}.log",
     benchmark:
-        "results/{device}/benchmarks/correctness/{kernel}/{dtype}/{shape}.tsv"
+        "results/{device}/jobtimes/correctness/{kernel}/{dtype}/{shape}.tsv"
     shell:
         "{params.python} -m kernelscope correctness --specs {input.specs} {params.case} --out {output} > {log} 2>&1"

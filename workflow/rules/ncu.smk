@@ -4,7 +4,7 @@ rule ncu:
     input:
         specs=SPECS,
         sources=kernel_sources,
-        sweep="results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
+        sweep=rules.sweep.output[0],
         image=container_image(),
     output:
         "results/{device}/ncu/{kernel}/{dtype}/{shape}.json",
@@ -18,7 +18,7 @@ rule ncu:
     log:
         "logs/{device}/ncu/{kernel}/{dtype}/{shape}.log",
     benchmark:
-        "results/{device}/benchmarks/ncu/{kernel}/{dtype}/{shape}.tsv"
+        "results/{device}/jobtimes/ncu/{kernel}/{dtype}/{shape}.tsv"
     shell:
         "{params.python} -m kernelscope ncu --specs {input.specs} {params.case} --sweep {input.sweep} "
         "--out {output} > {log} 2>&1"

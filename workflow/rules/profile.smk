@@ -3,7 +3,7 @@ rule profile:
     input:
         specs=SPECS,
         sources=kernel_sources,
-        sweep="results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
+        sweep=rules.sweep.output[0],
         image=container_image(),
     output:
         "results/{device}/profile/{kernel}/{dtype}/{shape}.json",
@@ -18,7 +18,7 @@ rule profile:
     log:
         "logs/{device}/profile/{kernel}/{dtype}/{shape}.log",
     benchmark:
-        "results/{device}/benchmarks/profile/{kernel}/{dtype}/{shape}.tsv"
+        "results/{device}/jobtimes/profile/{kernel}/{dtype}/{shape}.tsv"
     shell:
         "{params.python} -m kernelscope profile --specs {input.specs} {params.case} --sweep {input.sweep} "
         "--out {output} > {log} 2>&1"

@@ -3,8 +3,8 @@
 rule report:
     input:
         specs=SPECS,
-        environment="results/{device}/environment.json",
-        calibration="results/{device}/calibration.json",
+        environment=rules.environment.output[0],
+        calibration=rules.calibrate.output[0],
         correctness=case_results("correctness"),
         timing=case_results("timing"),
         profile=case_results("profile"),
@@ -33,7 +33,7 @@ rule report:
 # Every run and comparison under reports/, listed with links (reports/index.md | index.html).
 rule index:
     input:
-        f"reports/{DEVICE}/report.md",
+        expand(rules.report.output.md, device=DEVICE),
         expand(f"reports/{DEVICE}/compare/{{other}}/report.md", other=config["compare_with"]),
         image=container_image(),
     output:

@@ -17,6 +17,6 @@ rule sweep:
     log:
         "logs/{device}/sweep/{kernel}/{dtype}/{shape}.log",
     benchmark:
-        "results/{device}/benchmarks/sweep/{kernel}/{dtype}/{shape}.tsv"
+        "results/{device}/jobtimes/sweep/{kernel}/{dtype}/{shape}.tsv"
     shell:
         "{params.python} -m kernelscope sweep --specs {input.specs} {params.case} --out {output} > {log} 2>&1"

@@ -3,8 +3,8 @@ rule timing:
     input:
         specs=SPECS,
         sources=kernel_sources,
-        correctness="results/{device}/correctness/{kernel}/{dtype}/{shape}.json",
-        sweep="results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
+        correctness=rules.correctness.output[0],
+        sweep=rules.sweep.output[0],
         image=container_image(),
     output:
         "results/{device}/timing/{kernel}/{dtype}/{shape}.json",
@@ -19,7 +19,7 @@ rule timing:
     log:
         "logs/{device}/timing/{kernel}/{dtype}/{shape}.log",
     benchmark:
-        "results/{device}/benchmarks/timing/{kernel}/{dtype}/{shape}.tsv"
+        "results/{device}/jobtimes/timing/{kernel}/{dtype}/{shape}.tsv"
     shell:
         "{params.python} -m kernelscope timing --specs {input.specs} {params.case} --correctness {input.correctness} "
         "--sweep {input.sweep} --out {output} > {log} 2>&1"
