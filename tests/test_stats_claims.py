@@ -83,6 +83,18 @@ def test_summary_and_cis_bracket_the_median():
     assert s["n"] == 200
 
 
+@pytest.mark.parametrize("n", [10, 100, 1000])
+@pytest.mark.parametrize("ties", [False, True])
+def test_order_statistic_median_ci_is_scipys_quantile_test_interval(n, ties):
+    from scipy.stats import quantile_test
+
+    x = np.random.default_rng(n).lognormal(3, 0.2, n)
+    x = np.round(x) if ties else x  # timings at a timer's resolution repeat
+    for confidence in (0.9, 0.95, 0.99):
+        ci = quantile_test(x, q=float(np.median(x)), p=0.5).confidence_interval(confidence)
+        assert stats.median_ci_order(x, confidence) == (float(ci.low), float(ci.high))
+
+
 def test_aa_floor_of_identical_distributions_is_small():
     aa = stats.aa_floor(BASE[:100], BASE[100:])
     assert aa["rel_diff"] < 0.01
