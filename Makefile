@@ -1,12 +1,12 @@
 # Two entry points, both self-contained on a fresh machine (see README.md):
 #   make run   -- set up .venv and run the whole workflow (CPU interpreter without a GPU)
-#   make test  -- set up .venv and run the test suite
+#   make test  -- set up .venv, run the lint checks (make lint), then the test suite
 PYTHON ?= python3
 VENV ?= .venv
 CORES ?= 1
 BIN := $(VENV)/bin
 
-.PHONY: run test setup clean
+.PHONY: run test lint format setup clean
 
 $(BIN)/snakemake: pyproject.toml env/requirements-ci.txt
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,18 @@ setup: $(BIN)/snakemake
 run: setup
 	$(BIN)/snakemake --cores $(CORES)
 
-test: setup
+# ruff (lint, import order, format) for Python and snakefmt for the workflow rules; `make format` fixes
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/snakefmt --check Snakefile workflow/rules
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+	$(BIN)/snakefmt Snakefile workflow/rules
+
+test: lint
 	$(BIN)/pytest -q
 
 clean:

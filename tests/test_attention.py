@@ -10,6 +10,8 @@ import math
 import pytest
 import torch
 
+import helpers
+from helpers import H200_LIMITS as H200, assert_pass
 from kernelscope import correctness, runtime
 from kernelscope.spec import Implementation, Shape
 from kernels import attention
@@ -19,9 +21,6 @@ SEEDS = (0, 1, 2)  # one seed per input regime of make_inputs (diffuse; sharp; m
 CPU = torch.device("cpu")
 IMPLEMENTATIONS = ("triton_flash", "sdpa", "torch", "torch_compile")
 
-# H200 limits, for checking the declared config space against the device it is for.
-H200 = {"num_sms": 132, "max_shared_mem_per_block": 227 * 1024, "l2_bytes": 60 * 2**20, "capability": (9, 0),
-        "interpreter": False}
 
 
 def shape(**params: int) -> Shape:
@@ -30,14 +29,7 @@ def shape(**params: int) -> Shape:
 
 def gate(name: str, shp: Shape, dtype: torch.dtype, config: dict | None = None, seeds=SEEDS,
          impl: Implementation | None = None) -> dict:
-    impl = impl or SPEC.implementation(name)
-    if config is None and impl.kind == "triton":
-        config = impl.default_config(shp, dtype)
-    return correctness.check_implementation(SPEC, impl, shp, dtype, seeds, config)
-
-
-def assert_pass(record: dict) -> None:
-    assert record["status"] == "pass", f"{record['implementation']} {record['config']}: {record['failure']}"
+    return helpers.gate(SPEC, impl or name, shp, dtype, config, seeds)
 
 
 def flash(inputs: dict, out: torch.Tensor | None = None, config: dict | None = None) -> torch.Tensor:

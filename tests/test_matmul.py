@@ -9,8 +9,10 @@ import torch
 import triton
 import triton.language as tl
 
+import helpers
+from helpers import H200_LIMITS as H200
+from helpers import shape as _shape
 from kernelscope import correctness, runtime
-from kernelscope.spec import Shape
 from kernels import matmul as mm
 
 SPEC = mm.KERNEL
@@ -18,17 +20,11 @@ GROUPED = SPEC.implementation("triton_grouped")
 PERSISTENT = SPEC.implementation("triton_persistent")
 CONTROL = SPEC.implementation("k_off_by_one")
 DTYPES = [torch.float16, torch.bfloat16]
-H200 = {"num_sms": 132, "max_shared_mem_per_block": 232448, "l2_bytes": 60 * 2**20, "capability": (9, 0),
-        "interpreter": False}
-
-
-def _shape(**params: int) -> Shape:
-    return Shape(params, "test")
 
 
 def _gate(impl, shape, dtype, config, seeds=(0,)):
     assert impl.prune(config, shape, dtype, runtime.device_limits()) is None, "test config must be runnable"
-    return correctness.check_implementation(SPEC, impl, shape, dtype, seeds, config)
+    return helpers.gate(SPEC, impl, shape, dtype, config, seeds)
 
 
 def _small(block: int, group_m: int, **extra: int) -> dict:

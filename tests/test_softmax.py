@@ -5,13 +5,15 @@ repeat with another poison, inputs unchanged, row-sum invariant), so a pass here
 the pipeline. Shapes are tiny: the kernels run in Triton's interpreter.
 """
 
+import functools
 import math
 
 import pytest
 import torch
 
+import helpers
 from kernelscope import correctness
-from kernelscope.spec import Shape
+from helpers import H200_LIMITS as H200, assert_pass, shape
 from kernels import softmax
 
 SPEC = softmax.KERNEL
@@ -19,8 +21,6 @@ SEEDS = (0, 1, 2)  # one seed per input regime of make_inputs (N(0,1); +100 offs
 TRITON = ("triton_row", "triton_persistent", "triton_online", "triton_split")
 NUM_SMS = 4  # kernelscope.runtime.device_limits() under the interpreter
 
-# H200 limits for checking the declared config spaces against the device they are for.
-H200 = {"num_sms": 132, "max_shared_mem_per_block": 227 * 1024, "l2_bytes": 60 * 2**20}
 
 
 @pytest.fixture(autouse=True)
@@ -30,19 +30,7 @@ def split_on_every_width(monkeypatch):
     monkeypatch.setattr(softmax, "SPLIT_MIN_N", 1)
 
 
-def shape(**params: int) -> Shape:
-    return Shape(params, "test")
-
-
-def gate(name: str, shp: Shape, dtype: torch.dtype, config: dict | None = None, seeds=SEEDS) -> dict:
-    impl = SPEC.implementation(name)
-    if config is None and impl.kind == "triton":
-        config = impl.default_config(shp, dtype)
-    return correctness.check_implementation(SPEC, impl, shp, dtype, seeds, config)
-
-
-def assert_pass(record: dict) -> None:
-    assert record["status"] == "pass", f"{record['implementation']} {record['config']}: {record['failure']}"
+gate = functools.partial(helpers.gate, SPEC, seeds=SEEDS)
 
 
 def run(name: str, x: torch.Tensor, config: dict | None = None) -> torch.Tensor:
