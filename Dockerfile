@@ -2,23 +2,28 @@
 # tests/test_container.py fails unless both pin the same base image, system packages, environment, lock and
 # build checks. Build from the repository root:  docker build -t kernelscope:dev .
 #
-# Base image: NVIDIA's CUDA 13.0 "base" image on Ubuntu 24.04 (whose python3.12 matches the lock's
-# --python-version 3.12). torch's wheel brings its own CUDA 13.0 libraries (the nvidia-* / cuda-toolkit
-# packages in the lock) and Triton bundles ptxas, so the slim "base" flavour is enough; the host supplies only
-# the driver (CUDA 13.0 needs >= 580), through `docker run --gpus all` or `apptainer --nv`.
+# Base image: plain Ubuntu 24.04, whose python3.12 matches the lock's --python-version 3.12. No CUDA base is
+# needed: torch's wheel brings its own CUDA 13.0 user-space libraries (the nvidia-* / cuda-toolkit packages in
+# the lock: runtime, cuBLAS, cuDNN, NVRTC, ...) and Triton bundles ptxas, so the host supplies only the driver
+# (CUDA 13.0 needs >= 580), through `docker run --gpus all` or `apptainer --nv`. What nvidia/cuda's "base"
+# flavour adds on top of Ubuntu, and why none of it is needed: cuda-cudart (the wheels' nvidia-cuda-runtime
+# replaces it), cuda-compat (forward compatibility for older datacenter drivers; kernelscope asks for a
+# CUDA 13 driver instead), and the NVIDIA_* variables the NVIDIA container runtime reads (set below).
+# scripts/container-e2e.sh builds this recipe with Apptainer and runs the workflow in it (docs/container.md).
 #
 # Where the digest came from: it was NOT resolved against the registry by the machine that wrote this file
-# (it has no registry access). It is the digest that three unrelated public repositories pin for this tag
-# (found by code search, 2026-11). Verify it, or refresh it after moving to a newer tag, with either of
-#   docker buildx imagetools inspect nvidia/cuda:13.0.1-base-ubuntu24.04 --format '{{json .Manifest.Digest}}'
-#   skopeo inspect --format '{{.Digest}}' docker://docker.io/nvidia/cuda:13.0.1-base-ubuntu24.04
+# (it has no registry access). It is the digest that at least ten unrelated public repositories pin for
+# ubuntu:24.04 (found with a code search of stored public GitHub repositories, 2026-11-30). Verify it, or
+# refresh it to a newer publication of the tag, with either of
+#   docker buildx imagetools inspect ubuntu:24.04 --format '{{json .Manifest.Digest}}'
+#   skopeo inspect --format '{{.Digest}}' docker://docker.io/library/ubuntu:24.04
 # and write the result here (FROM and the base.digest label) and in env/kernelscope.def (From and its label).
-FROM nvidia/cuda:13.0.1-base-ubuntu24.04@sha256:f8ef28f579ea42a44b415d2c5d46f788e6a9b395c6c83f2929416e1fc192c143
+FROM ubuntu:24.04@sha256:c35e29c9450151419d9448b0fd75374fec4fff364a27f176fb458d472dfc9e54
 
 LABEL org.opencontainers.image.title="kernelscope" \
       org.opencontainers.image.description="Triton kernel correctness, sweeps, timing and profiles (pinned CUDA environment)" \
-      org.opencontainers.image.base.name="docker.io/nvidia/cuda:13.0.1-base-ubuntu24.04" \
-      org.opencontainers.image.base.digest="sha256:f8ef28f579ea42a44b415d2c5d46f788e6a9b395c6c83f2929416e1fc192c143"
+      org.opencontainers.image.base.name="docker.io/library/ubuntu:24.04" \
+      org.opencontainers.image.base.digest="sha256:c35e29c9450151419d9448b0fd75374fec4fff364a27f176fb458d472dfc9e54"
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
@@ -29,10 +34,14 @@ RUN apt-get update \
         python3.12 python3.12-venv python3.12-dev gcc libc6-dev git ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 
-# TRITON_CACHE_DIR: writable for any user the container runs as (the image's files are not).
+# TRITON_CACHE_DIR: writable for any user the container runs as (the image's files are not). NVIDIA_*: what
+# the NVIDIA container runtime reads to mount the GPUs and the driver's compute and nvidia-smi libraries (the
+# nvidia/cuda images set the same values; `docker run --gpus all` needs neither).
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
-    TRITON_CACHE_DIR=/tmp/triton-cache
+    TRITON_CACHE_DIR=/tmp/triton-cache \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
 
 # The Python stack, exactly as locked: every file checked against its sha256, nothing resolved at build time.
 # One locked package has no wheel on PyPI (connection-pool, a Snakemake dependency): pip builds its

@@ -308,7 +308,7 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
         disclosure = disclosures(list(zip(timing["flagged"].fillna(0).astype(int), timing["n"].fillna(0).astype(int))))
         if disclosure:
             no.append(f"Clock-clean timings: {disclosure}; they are included in the medians and listed per sample in "
-                      f"tables/samples.csv.")
+                      f"tables/samples.csv.gz.")
     counters = [c for c in data["cases"] if (c.get("ncu") or {}).get("ran")]
     if len(counters) < len(data["cases"]):
         reasons = sorted({(c.get("ncu") or {}).get("reason", ncu_absent(data["specs"]))

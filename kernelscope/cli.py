@@ -261,6 +261,11 @@ def main(argv: list[str] | None = None) -> None:
                                                        help="the reports/ folder: every run and comparison in it")
 
     args = parser.parse_args(argv)
+    # One line in the job's log says where the job ran, as seen from inside: the check that every job of a
+    # --use-singularity run ran in the image (tests/test_container_e2e.py). Apptainer sets the variable.
+    image = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
+    print(f"kernelscope {args.stage}: " + (f"in Apptainer image {image}" if image else "not in an Apptainer container"),
+          file=sys.stderr, flush=True)
     if args.stage not in ("report", "compare", "index"):
         # before anything initialises CUDA: this job's one card for its whole life
         from kernelscope import gpus

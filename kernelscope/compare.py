@@ -177,7 +177,7 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None =
             untimed = [f"{run}: {rec.get('status')} ({rec.get('reason', '')})".replace(" ()", "")
                        for run, rec in (("A", rec_a), ("B", rec_b)) if rec.get("status") != "ok"]
             if untimed:
-                row.update(verdict=NOT_COMPARABLE, why="no timing in " + "; ".join(untimed))
+                row.update(verdict=NOT_COMPARABLE, why=UNTIMED + "; ".join(untimed))
             elif _same_measurement(ca["timing"], cb["timing"]):
                 row.update(verdict=NOT_COMPARABLE, why=f"{SAME_MEASUREMENT} (timed {ca['timing']['created']}; a "
                                                       "resumed run carried it over), not a second one")
@@ -210,6 +210,10 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None =
     return pd.DataFrame(rows, columns=columns + ["kind", "config_a", "config_b"])
 
 
+#: the start of a pair's reason when one run has no timing of it (unsupported, failed, not run)
+UNTIMED = "no timing in "
+
+
 def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, list[str]]:
     la, lb = a["specs"]["device"], b["specs"]["device"]
     supports, refuses = [], []
@@ -221,10 +225,12 @@ def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[
         supports.append(f"{r['kernel']} {r['shape']} {r['dtype']} {r['implementation']}: {subject} is {r['verdict']} "
                         f"than {la}: {r['b_us']:.3f} µs vs {r['a_us']:.3f} µs ({r['why']}).")
     if kind == RERUN and len(same):
-        measured = rows[~rows["why"].astype(str).str.startswith(SAME_MEASUREMENT)]
-        supports.append(f"{len(same)} of {len(measured)} implementation × case timings measured in both runs "
-                        "reproduced: no difference resolved between the two runs (within the floor: either run's A/A floor or the run-to-run floor, or "
-                        "not significant).")
+        why = rows["why"].astype(str)
+        # timed in both runs and not one record carried into both: unsupported or untimed pairs are no test
+        measured = rows[~why.str.startswith(SAME_MEASUREMENT) & ~why.str.startswith(UNTIMED)]
+        supports.append(f"{len(same)} of {len(measured)} implementation × case pairs timed in both runs "
+                        f"({len(same) / len(measured):.1%}) reproduced: no difference resolved between the two runs "
+                        "(within the floor: either run's A/A floor or the run-to-run floor, or not significant).")
     # the commits that timed the cases (a resumed run can hold several), not only the environment job's
     commits = [sorted(rundata.case_commits(dict(d))) for d in (a, b)]
     if commits[0] != commits[1]:

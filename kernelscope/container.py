@@ -291,10 +291,20 @@ def sha256_file(path: str | Path, chunk: int = 1 << 24) -> str:
 
 
 def identity(image: str | Path, definition: str | Path = DEFINITION, lock: str | Path = LOCK) -> dict[str, Any]:
-    """What the environment record stores about the image a run used: the image file's sha256, the base
-    image (reference and digest) it was built from, and the sha256 of the lock it installed."""
-    return {"image_sha256": sha256_file(image), "base_image": str(recipe(definition).base),
-            "lock_sha256": sha256_file(lock)}
+    """What the environment record stores about the image a run used: the image file's sha256 (for a registry
+    URI pinned by digest, the URI and that digest instead: Snakemake pulls it), the base image (reference and
+    digest) of this checkout's recipe, and the sha256 of this checkout's lock. For a pre-built image those two
+    say what it should have been built from; the image's own record of what it holds is the environment
+    record's package versions, taken inside it."""
+    image = str(image)
+    if "://" in image:
+        digest = re.search(r"@(sha256:[0-9a-f]{64})$", image)
+        if not digest:
+            raise ContainerFileError(f"container image {image!r} is not pinned by a sha256 digest")
+        found = {"image_reference": image, "image_digest": digest[1]}
+    else:
+        found = {"image_sha256": sha256_file(image)}
+    return {**found, "base_image": str(recipe(definition).base), "lock_sha256": sha256_file(lock)}
 
 
 def write_identity(image: str | Path, definition: str | Path, lock: str | Path, out: str | Path) -> None:

@@ -23,6 +23,13 @@ from kernelscope.document import bullets, figure, kv, render, table, text
 MAIN_REFUSALS = 6
 #: the tables written beside the report (the report rule declares each: REPORT_TABLES in common.smk)
 TABLES = ("correctness", "timing", "samples", "sweep", "profile", "claims", "ratios", "targets")
+#: tables written gzip-compressed (every timed sample: tens of MB as text for a full run); the gzip header
+#: carries no time stamp, so a re-render is byte-identical
+COMPRESSED = ("samples",)
+
+
+def table_file(name: str) -> str:
+    return f"{name}.csv.gz" if name in COMPRESSED else f"{name}.csv"
 #: where the comparisons of a run are written, relative to its report
 COMPARE_DIR = "compare"
 
@@ -78,7 +85,7 @@ def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
              ("config hash", env.get("config_hash")),
              ("container", (f"{cont.get('runtime')}: {cont.get('image') or 'image not identified'}"
                             if cont.get("containerized") else "none (host)"))]
-    for key in ("image_sha256", "base_image", "lock_sha256"):
+    for key in ("image_sha256", "image_reference", "image_digest", "base_image", "lock_sha256"):
         if env.get(key) or cont.get(key):
             pairs.append((key.replace("_", " "), env.get(key) or cont.get(key)))
     blocks = [text("The run's environment record (the environment job: its machine, card and commit)."), kv(pairs)]
@@ -167,7 +174,7 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
             "Each sample bracketed by CUDA events. WARM CACHE: L2 was not flushed between samples (flush_l2: "
             "false), so inputs that fit in L2 are read from it; these times are not cold-cache times. ")
            if not specs["interpreter"] else "Host wall clock (interpreter run). ")
-        + " ".join(enqueue) + " All samples are kept (tables/samples.csv).",
+        + " ".join(enqueue) + " All samples are kept (tables/samples.csv.gz).",
         "A/A floor: the primary baseline is timed first and again last in every timing job; their relative median "
         "difference is the noise floor below which no difference is claimed.",
         f"Claims: 'A faster than B' needs both correct, ≥ 20 samples each, Mann–Whitney p < {claims.ALPHA}, and a "
@@ -364,7 +371,7 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
                                  "launch_bound", "gbps", "pct_copy_bw", "tflops", "pct_matmul_peak", "flagged",
                                  "first_call_ms", "config", "reason"],
                         notes=["Each record's settings, samples, p20/p80, prepare and compile times are in "
-                               "tables/timing.csv and tables/samples.csv."]))
+                               "tables/timing.csv and tables/samples.csv.gz."]))
     doc = case["timing"] or {}
     aa = doc.get("aa_floor")
     if aa:
@@ -507,7 +514,7 @@ def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> d
     sections.append({"title": "Data", "blocks": [bullets([
         "tables/timing.csv — one row per implementation and case (medians, spread, CI, throughput, % of ceilings, "
         "commit and card)",
-        "tables/samples.csv — every timed sample with its SM clock and flag",
+        "tables/samples.csv.gz — every timed sample with its SM clock and flag",
         "tables/correctness.csv, tables/sweep.csv, tables/profile.csv (whole kernel names), tables/claims.csv, "
         "tables/ratios.csv, tables/targets.csv",
         "plots/*.svg — the figures above; run.json — the run's summary (cases, commits, cards, cost)",
@@ -538,8 +545,8 @@ def build(results_dir: str | Path, out_dir: str | Path) -> None:
     tbl["targets"] = scores.targets(data, tbl)
     assert set(tbl) == set(TABLES), "workflow/rules/common.smk REPORT_TABLES must list every table"
     for name, df in tbl.items():
-        with results.atomic(out / "tables" / f"{name}.csv") as tmp:
-            df.to_csv(tmp, index=False)
+        with results.atomic(out / "tables" / table_file(name)) as tmp:
+            df.to_csv(tmp, index=False, compression={"method": "gzip", "mtime": 0} if name in COMPRESSED else None)
     results.write_text(out / "run.json", json.dumps({**data["run"], "report": run_facts(data, tbl)}, indent=1,
                                                      sort_keys=True) + "\n")
     render(document(data, tbl, out), out)

@@ -74,19 +74,22 @@ def test_container_python_and_cuda_match_the_lock():
     docker = container.recipe(ROOT / container.DOCKERFILE)
     header = (ROOT / container.LOCK).read_text().split("\n", 2)[1]
     python = re.search(r"--python-version (\d+\.\d+)", header)[1]
+    # Plain Ubuntu 24.04: its python3.12 is the lock's --python-version; CUDA comes from the lock, not the base.
+    assert (docker.base.repository, docker.base.tag) == ("ubuntu", "24.04"), docker.base
     assert {f"python{python}", f"python{python}-dev", f"python{python}-venv"} <= docker.apt_packages
     assert "gcc" in docker.apt_packages and "libc6-dev" in docker.apt_packages  # Triton's launcher build
     assert any("--require-hashes" in pip and container.LOCK.split("/")[-1] in pip[-1] for pip in docker.pip_installs)
     check = next(c for c in docker.checks if "check-image" in c)
     cuda = check[check.index("--cuda") + 1]
-    assert docker.base.tag.startswith(f"{cuda}."), f"base image {docker.base} is not CUDA {cuda}, torch's build"
-    assert "ubuntu24.04" in docker.base.tag  # Ubuntu 24.04 ships the python3.12 the lock targets
+    lock = container.parse_lock(ROOT / container.LOCK)
+    # The CUDA runtime the image runs on is the wheel's (torch's nvidia-cuda-runtime), the driver the host's.
+    assert lock["nvidia-cuda-runtime"].version.startswith(f"{cuda}."), (cuda, lock["nvidia-cuda-runtime"])
     assert docker.environment["TRITON_CACHE_DIR"].startswith("/tmp/")  # writable whatever user runs it
 
 
 @pytest.mark.parametrize("text", [
-    "FROM nvidia/cuda:13.0.1-base-ubuntu24.04\n",  # tag only
-    "FROM nvidia/cuda@sha256:" + "a" * 64 + "\n",  # digest without the tag a reader needs
+    "FROM ubuntu:24.04\n",  # tag only
+    "FROM ubuntu@sha256:" + "a" * 64 + "\n",  # digest without the tag a reader needs
 ])
 def test_an_unpinned_base_image_is_refused(tmp_path, text):
     (tmp_path / "Dockerfile").write_text(text)
@@ -108,7 +111,7 @@ def test_a_loose_lock_is_refused(tmp_path, text):
 def test_a_definition_that_drifts_from_the_dockerfile_is_caught(tmp_path):
     definition = (ROOT / container.DEFINITION).read_text()
     drifted = tmp_path / "kernelscope.def"
-    drifted.write_text(definition.replace("gcc libc6-dev", "gcc").replace("f8ef28f579ea", "0000000000ff", 1))
+    drifted.write_text(definition.replace("gcc libc6-dev", "gcc").replace("c35e29c94501", "0000000000ff", 1))
     found = container.differences(container.recipe(ROOT / container.DOCKERFILE), container.recipe(drifted))
     assert any(f.startswith("base image") for f in found) and any(f.startswith("system packages") for f in found)
 
@@ -209,3 +212,28 @@ def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir)
     run, _ = _snakemake(workdir, "--dry-run", "--use-singularity")
     assert run.returncode == 0, run.stdout + run.stderr
     assert set(job_counts(run.stdout + run.stderr)) == set(expected) | {"container_identity", "all"}
+
+
+def test_a_registry_image_is_identified_by_its_pinned_digest():
+    uri = "docker://registry.example.org/kernelscope@sha256:" + "b" * 64
+    found = container.identity(uri, ROOT / container.DEFINITION, ROOT / container.LOCK)
+    assert found["image_reference"] == uri and found["image_digest"] == "sha256:" + "b" * 64
+    assert "image_sha256" not in found and found["lock_sha256"]
+    with pytest.raises(container.ContainerFileError):
+        container.identity("docker://registry.example.org/kernelscope:latest")
+
+
+@pytest.mark.workflow
+def test_a_prebuilt_image_named_in_the_config_skips_the_build(workdir, tmp_path):
+    prebuilt = tmp_path / "shared" / "kernelscope.sif"  # e.g. on a cluster's shared storage
+    prebuilt.parent.mkdir()
+    prebuilt.write_text("stand-in pre-built image\n")
+    run, calls = _snakemake(workdir, "--dry-run", "--use-singularity", "--config", f"container_image={prebuilt}")
+    assert run.returncode == 0, run.stdout + run.stderr
+    jobs = job_counts(run.stdout + run.stderr)
+    assert "container_image" not in jobs and jobs["container_identity"] == 1
+    assert str(prebuilt) in run.stdout + run.stderr  # the jobs' container: the pre-built image
+    # An unpinned registry image is refused by the config schema before anything runs.
+    run, _ = _snakemake(workdir, "--dry-run", "--use-singularity", "--config",
+                        "container_image=docker://registry.example.org/kernelscope:latest")
+    assert run.returncode != 0 and "container_image" in run.stdout + run.stderr

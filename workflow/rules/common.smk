@@ -42,15 +42,19 @@ if config.get("gpu_model") and GPU_RESOURCES:
 IN_CONTAINER = "APPTAINER" in {m.name for m in workflow.deployment_settings.deployment_method}
 PYTHON = "python" if IN_CONTAINER else sys.executable
 
-# The pinned image (workflow/rules/container.smk builds it under --use-singularity) and its identity for the
-# environment record. Rules that run `python -m kernelscope` name it in `container:` (ignored on the host)
-# and take it as an input through container_image(), since `container:` alone adds no dependency.
-CONTAINER_IMAGE = "build/kernelscope.sif"
+# The pinned image (workflow/rules/container.smk builds it under --use-singularity, unless config
+# container_image names a pre-built .sif or a registry URI pinned by digest, which Snakemake pulls) and its
+# identity for the environment record. Rules that run `python -m kernelscope` name it in `container:`
+# (ignored on the host) and take a file image as an input through container_image(), since `container:`
+# alone adds no dependency.
+CONTAINER_BUILT = "build/kernelscope.sif"
+CONTAINER_IMAGE = config.get("container_image") or CONTAINER_BUILT
+CONTAINER_IS_URI = "://" in CONTAINER_IMAGE
 CONTAINER_IDENTITY = "build/kernelscope.sif.json"
 
 
 def container_image():
-    return CONTAINER_IMAGE if IN_CONTAINER else []
+    return CONTAINER_IMAGE if IN_CONTAINER and not CONTAINER_IS_URI else []
 
 
 def container_identity():
@@ -91,7 +95,8 @@ def case_args(wildcards):
 
 
 # The long-format tables the report rule writes (kernelscope.report.TABLES)
-REPORT_TABLES = ["correctness", "timing", "samples", "sweep", "profile", "claims", "ratios", "targets"]
+REPORT_TABLES = ["correctness.csv", "timing.csv", "samples.csv.gz", "sweep.csv", "profile.csv", "claims.csv",
+                 "ratios.csv", "targets.csv"]
 
 
 def get_other_results(wildcards):

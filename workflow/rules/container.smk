@@ -1,5 +1,6 @@
 # The pinned CUDA image, needed only when running with --use-singularity; built on the host from env/kernelscope.def
-# (the same environment as the Dockerfile), then hashed once for the environment record. Every rule that runs
+# (the same environment as the Dockerfile) unless config container_image names a pre-built one, then
+# identified once for the environment record (a file's sha256, or a registry URI's pinned digest). Every rule that runs
 # `python -m kernelscope` takes the image as an input (container_image()), so it runs after a (re)build.
 localrules:
     container_image,
@@ -15,22 +16,24 @@ rule container_image:
         lock=ks_container.LOCK,
         project="pyproject.toml",
     output:
-        CONTAINER_IMAGE,
+        CONTAINER_BUILT,
     log:
         "logs/container/build.log",
     shell:
         "apptainer build {output} {input.definition} > {log} 2>&1"
 
 
-# Record the built image's sha256, its base image reference and digest, and the lock's sha256.
+# Record the image's sha256 (or its URI and pinned digest), the recipe's base image and the lock's sha256.
 rule container_identity:
     input:
-        image=CONTAINER_IMAGE,
+        image=container_image(),
         definition=ks_container.DEFINITION,
         lock=ks_container.LOCK,
     output:
         CONTAINER_IDENTITY,
+    params:
+        image=CONTAINER_IMAGE,
     log:
         "logs/container/identity.log",
     run:
-        ks_container.write_identity(input.image, input.definition, input.lock, output[0])
+        ks_container.write_identity(params.image, input.definition, input.lock, output[0])

@@ -16,7 +16,7 @@ rule report:
         run="reports/{device}/run.json",
         plots=report(directory("reports/{device}/plots"), patterns=["{name}.svg"], category="Figures"),
         tables=expand(
-            "reports/{{device}}/tables/{table}.csv",
+            "reports/{{device}}/tables/{table}",
             table=REPORT_TABLES,
         ),
     container:
