@@ -43,14 +43,15 @@ Variants:
   from the compiled kernel's registers and the device's occupancy limits; the spin is bounded, and
   unpublished partials read as NaN, so a barrier that ever failed would fail the correctness gate
   rather than hang or pass. Under the interpreter (programs run one after another) it is two
-  launches, publish then combine, with the same arithmetic. Measured on the H200 (run of 93b7ea7, fp16):
-  correct everywhere, but slower than ``triton_online`` where it was meant to win (129.8 vs 111.2 µs at
-  N=262144, 122.7 vs 91.6 µs at N=65536): a barrier through global memory per row costs more than the
-  third of the traffic it saves. It stays as the measured alternative, on rows of N >= SPLIT_MIN_N.
+  launches, publish then combine, with the same arithmetic. A barrier through global memory per row can
+  cost more than the third of the traffic it saves, so it is the measured alternative to
+  ``triton_online``, run on rows of N >= SPLIT_MIN_N (how it fared on the H200: docs/kernel-notes.md).
 
 Negative controls: ``naive_no_max`` (no max subtraction: exp overflows on large logits) and
 ``online_no_rescale`` (``triton_online`` that forgets to rescale the running sum when the max grows:
 blocks read before the max overcount by ``exp(m_new - m_old)``).
+
+Measured numbers behind the defaults and bounds here are in docs/kernel-notes.md.
 """
 
 from __future__ import annotations
@@ -251,9 +252,8 @@ def _persistent_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str |
 
 # Widest column block of the default config: 4096 fp32 values are 16 registers a thread at 8 warps.
 MAX_DEFAULT_BLOCK_N = 4096
-# ... and for wide rows (N >= WIDE_ROW): 16384 (64 values a thread). On the H200 (run of 93b7ea7, fp16) the
-# sweep's best on both wide cases was 16384: 91.3 vs 132.3 µs at N=65536, 111.1 vs 157.7 µs at N=262144
-# against the 4096-wide default of that run.
+# ... and for wide rows (N >= WIDE_ROW): 16384 (64 values a thread), the sweep's best on the wide cases
+# (docs/kernel-notes.md).
 MAX_DEFAULT_BLOCK_N_WIDE = 16384
 
 
@@ -407,10 +407,9 @@ def _online_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
     # Listed most promising first (a session's max_configs keeps a prefix): wide rows try wide blocks on
     # persistent grids of 1-4 programs an SM, then one program per row; narrow rows the reverse.
     if shape["N"] >= WIDE_ROW:
-        # Measured on the H200 (run of 93b7ea7, fp16): the best were 2 programs an SM with the eviction
-        # hints at N=65536 (91.3 us) and one program per row at N=262144 (111.1 us); 1 program an SM was
-        # far slower (128.0 and 147.5 us), although it keeps the fewest rows in flight (so the second pass
-        # is likeliest to hit L2): a program loads, reduces, then loads again. The pipelined loops
+        # 2 programs an SM with the eviction hints and one program per row first (the sweep's best on the
+        # wide cases, docs/kernel-notes.md); 1 program an SM keeps the fewest rows in flight (the second pass
+        # likeliest to hit L2) but a program loads, reduces, then loads again. The pipelined loops
         # (num_stages > 1) test whether that program can keep HBM busy once its next load is in flight.
         space = [{"BLOCK_N": 16384, "num_warps": 8, "programs_per_sm": p, "l2_hints": 1} for p in (2, 0)]
         if PIPELINED_RANGE:
@@ -617,10 +616,10 @@ def _prepare_split(inputs: Inputs, out: torch.Tensor, config, max_spins: int = M
     return run
 
 
-# Narrowest row triton_split is run on: narrower rows fit one program's registers (triton_row), and on
-# the H200 (run of 93b7ea7, event medians) the per-row barrier made the split kernel 1.5x (N=1024, 64
-# rows) to 33x (N=512, 131072 rows) slower than triton_row. Below this it is a cost without a question to
-# answer; the kernel itself works at any width (the tests lower this bound).
+# Narrowest row triton_split is run on: narrower rows fit one program's registers (triton_row), and the
+# per-row barrier makes the split kernel much slower than triton_row there (docs/kernel-notes.md). Below
+# this it is a cost without a question to answer; the kernel itself works at any width (the tests lower
+# this bound).
 SPLIT_MIN_N = 16384
 
 
