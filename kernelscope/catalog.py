@@ -92,12 +92,19 @@ def ensure_current(path: str | Path = PATH) -> list[str]:
         return []
     what = f"{path} is missing" if doc is None else f"{path} is stale for kernel(s) {stale}"
     if importlib.util.find_spec("torch") is None:
-        raise StaleCatalog(f"{what}, and torch is not importable here to regenerate it: run `{REGENERATE}` "
-                           "where torch is installed (e.g. in the container) and copy kernels/catalog.json back")
+        raise StaleCatalog(
+            f"{what}, and torch is not importable here to regenerate it: run `{REGENERATE}` "
+            "where torch is installed (e.g. in the container) and copy kernels/catalog.json back"
+        )
     root = path.parent.parent
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run([sys.executable, "-m", "kernelscope.catalog", "--out", str(path)], cwd=root, env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelscope.catalog", "--out", str(path)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise StaleCatalog(f"{what}; `{REGENERATE}` failed:\n{proc.stderr[-3000:]}")
     print(f"kernelscope: {what}; regenerated it", file=sys.stderr)
@@ -127,8 +134,11 @@ def _multilinear_terms(fn, names: list[str]) -> list[dict[str, Any]]:
             corner[subset] = float(fn({n: int(n in subset) for n in names}))
     terms = []
     for subset in corner:
-        coefficient = sum((-1) ** (len(subset) - len(sub)) * corner[sub]
-                          for size in range(len(subset) + 1) for sub in itertools.combinations(subset, size))
+        coefficient = sum(
+            (-1) ** (len(subset) - len(sub)) * corner[sub]
+            for size in range(len(subset) + 1)
+            for sub in itertools.combinations(subset, size)
+        )
         if coefficient:
             terms.append({"params": list(subset), "coefficient": coefficient})
     return terms
@@ -155,8 +165,10 @@ def _entry(spec, module_file: str) -> dict[str, Any]:
             full = {n: params.get(n, 0) for n in names}
             want, got = float(fn(full)), footprint_bytes(entry, full, dtype)
             if abs(want - got) > 1e-6 * max(1.0, abs(want)):
-                raise ValueError(f"kernel {spec.name!r}: bytes_moved is not multilinear in {names} "
-                                 f"({want} != {got} at {full}); the catalog cannot express its footprint")
+                raise ValueError(
+                    f"kernel {spec.name!r}: bytes_moved is not multilinear in {names} "
+                    f"({want} != {got} at {full}); the catalog cannot express its footprint"
+                )
         footprint[dtype] = terms
     return {
         "description": spec.description,
@@ -167,8 +179,10 @@ def _entry(spec, module_file: str) -> dict[str, Any]:
         "primary_baseline": spec.primary_baseline,
         "dtypes": dtypes,
         "params": {"required": required, "optional": [n for n in names if n not in required], "flags": flags},
-        "shape_sets": {name: [{"params": {k: int(v) for k, v in s.params.items()}, "reason": s.reason}
-                              for s in shapes] for name, shapes in spec.shape_sets.items()},
+        "shape_sets": {
+            name: [{"params": {k: int(v) for k, v in s.params.items()}, "reason": s.reason} for s in shapes]
+            for name, shapes in spec.shape_sets.items()
+        },
         "footprint": footprint,
     }
 
@@ -176,9 +190,12 @@ def _entry(spec, module_file: str) -> dict[str, Any]:
 def build() -> dict[str, Any]:
     from kernelscope import registry
 
-    return {"generated_by": REGENERATE,
-            "kernels": {name: _entry(registry.get(name), sys.modules[f"kernels.{name}"].__file__)
-                        for name in registry.available()}}
+    return {
+        "generated_by": REGENERATE,
+        "kernels": {
+            name: _entry(registry.get(name), sys.modules[f"kernels.{name}"].__file__) for name in registry.available()
+        },
+    }
 
 
 def render(doc: Mapping[str, Any]) -> str:

@@ -52,8 +52,23 @@ def nvtx_range(implementation: str) -> str:
 def command(target: Sequence[str], implementations: Sequence[str], ncu: str = "ncu") -> list[str]:
     """The ncu command line: only kernels inside the named implementations' NVTX ranges are profiled."""
     include = [arg for name in implementations for arg in ("--nvtx-include", f"{nvtx_range(name)}/")]
-    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
-            "--nvtx", *include, "--csv", "--page", "raw", "--metrics", ",".join(METRICS.values()), *target]
+    return [
+        ncu,
+        "--clock-control",
+        "none",
+        "--profile-from-start",
+        "off",
+        "--target-processes",
+        "all",
+        "--nvtx",
+        *include,
+        "--csv",
+        "--page",
+        "raw",
+        "--metrics",
+        ",".join(METRICS.values()),
+        *target,
+    ]
 
 
 def _number(text: str) -> float | None:
@@ -82,8 +97,13 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
             continue
         cells = dict(zip(header, row))
         ranges = [m for column in nvtx_columns for m in _NVTX_RANGE.findall(cells[column])]
-        out.append({"kernel": cells.get("Kernel Name"), "implementation": ranges[-1] if ranges else None,
-                    **{key: _number(cells.get(metric, "")) for key, metric in METRICS.items()}})
+        out.append(
+            {
+                "kernel": cells.get("Kernel Name"),
+                "implementation": ranges[-1] if ranges else None,
+                **{key: _number(cells.get(metric, "")) for key, metric in METRICS.items()},
+            }
+        )
     return out
 
 
@@ -100,8 +120,13 @@ def run(target: Sequence[str], implementations: Sequence[str], on_gpu: bool) -> 
     # ncu replays every kernel many times: the card is this job's alone meanwhile; the target process
     # inherits the card and the lock (gpus.child_environment) instead of waiting for it
     with gpus.exclusive("ncu"):
-        proc = subprocess.run(command(target, implementations, ncu), capture_output=True, text=True, timeout=1800,
-                              env=gpus.child_environment())
+        proc = subprocess.run(
+            command(target, implementations, ncu),
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env=gpus.child_environment(),
+        )
     rows = parse_csv(proc.stdout)
     if proc.returncode != 0 or not rows:
         tail = (proc.stderr or proc.stdout)[-1500:]
@@ -109,18 +134,27 @@ def run(target: Sequence[str], implementations: Sequence[str], on_gpu: bool) -> 
     unattributed = [r["kernel"] for r in rows if r["implementation"] not in implementations]
     missing = [name for name in implementations if name not in {r["implementation"] for r in rows}]
     if unattributed or missing:
-        return {"ran": False, "reason": f"ncu's kernels do not match the implementations' NVTX ranges: "
-                                        f"kernels outside them {unattributed}, implementations without a kernel "
-                                        f"{missing}"}
+        return {
+            "ran": False,
+            "reason": f"ncu's kernels do not match the implementations' NVTX ranges: "
+            f"kernels outside them {unattributed}, implementations without a kernel "
+            f"{missing}",
+        }
     order = {name: i for i, name in enumerate(implementations)}
-    return {"ran": True, "command": " ".join(command(["<target>"], implementations, "ncu")),
-            "kernels": sorted(rows, key=lambda r: order[r["implementation"]])}
+    return {
+        "ran": True,
+        "command": " ".join(command(["<target>"], implementations, "ncu")),
+        "kernels": sorted(rows, key=lambda r: order[r["implementation"]]),
+    }
 
 
 def profiled_variants(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The Triton variants the stage profiles, in order: those the case supports and the sweep tuned."""
-    return [impl.name for impl in spec.triton_variants
-            if impl.name in best_configs and impl.unsupported_reason(shape, dtype) is None]
+    return [
+        impl.name
+        for impl in spec.triton_variants
+        if impl.name in best_configs and impl.unsupported_reason(shape, dtype) is None
+    ]
 
 
 def target(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]], seed: int = 0) -> list[str]:
@@ -151,5 +185,21 @@ def target(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]], se
 
 
 def target_argv(specs_path: str, kernel: str, shape: str, dtype: str, sweep_path: str) -> list[str]:
-    return [sys.executable, "-m", "kernelscope", "ncu-target", "--specs", specs_path, "--kernel", kernel,
-            "--shape", shape, "--dtype", dtype, "--sweep", sweep_path, "--out", "-"]
+    return [
+        sys.executable,
+        "-m",
+        "kernelscope",
+        "ncu-target",
+        "--specs",
+        specs_path,
+        "--kernel",
+        kernel,
+        "--shape",
+        shape,
+        "--dtype",
+        dtype,
+        "--sweep",
+        sweep_path,
+        "--out",
+        "-",
+    ]

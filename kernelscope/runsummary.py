@@ -2,7 +2,8 @@
 which commits, on which cards, how long the run took and how long it held GPUs exclusively.
 
 Everything comes from the per-case records (each job stores its start and end time, its card and its
-GPU-lock sections, :mod:`kernelscope.gpus`) and Snakemake's per-job wall-time files (``jobtimes/``); nothing is typed in.
+GPU-lock sections, :mod:`kernelscope.gpus`) and Snakemake's per-job wall-time files (``jobtimes/``); nothing
+is typed in.
 """
 
 from __future__ import annotations
@@ -123,7 +124,14 @@ def summarize(results_dir: str | Path) -> dict[str, Any]:
         "gpu_exclusive_s": sum(e - s for _, s, e in exclusive_sections),
         "exclusive_s_per_case_median": statistics.median(per_case) if per_case else None,
         "exclusive_overlaps": overlapping_exclusive_sections(exclusive_sections),
-        "jobs_on_host_while_sampling": ({"min": min(jobs_while_sampling), "median": statistics.median(jobs_while_sampling),
-                                         "max": max(jobs_while_sampling)} if jobs_while_sampling else None),
+        "jobs_on_host_while_sampling": (
+            {
+                "min": min(jobs_while_sampling),
+                "median": statistics.median(jobs_while_sampling),
+                "max": max(jobs_while_sampling),
+            }
+            if jobs_while_sampling
+            else None
+        ),
         "stages": stages,
     }

@@ -33,8 +33,9 @@ def median_ci_order(samples: np.ndarray, confidence: float = 0.95) -> tuple[floa
     return float(x[lo]), float(x[hi])
 
 
-def bootstrap_median_ci(samples: Sequence[float], confidence: float = 0.95, resamples: int = 2000,
-                        seed: int = 0) -> tuple[float, float]:
+def bootstrap_median_ci(
+    samples: Sequence[float], confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
     x = np.asarray(samples, dtype=float)
     if len(x) < 3 or np.all(x == x[0]):
         return float(np.min(x)), float(np.max(x))
@@ -90,5 +91,9 @@ def aa_floor(first: Sequence[float], second: Sequence[float]) -> dict[str, Any]:
     """The A/A noise floor: the same implementation measured twice in separate blocks. Any A-vs-B
     difference smaller than this is indistinguishable from re-measuring A."""
     cmp = compare_samples(first, second)
-    return {"rel_diff": abs(cmp["rel_diff"]), "mannwhitney_p": cmp["mannwhitney_p"],
-            "median_first_us": cmp["median_a_us"], "median_second_us": cmp["median_b_us"]}
+    return {
+        "rel_diff": abs(cmp["rel_diff"]),
+        "mannwhitney_p": cmp["mannwhitney_p"],
+        "median_first_us": cmp["median_a_us"],
+        "median_second_us": cmp["median_b_us"],
+    }

@@ -23,8 +23,12 @@ def drop_in_copy(work):
 
 def test_kernel_sources_follow_the_import_graph():
     softmax = sources.kernel_sources("softmax")
-    assert {"kernels/softmax.py", "kernelscope/heuristics.py", "kernelscope/baselines.py",
-            "kernelscope/spec.py"} <= set(softmax)
+    assert {
+        "kernels/softmax.py",
+        "kernelscope/heuristics.py",
+        "kernelscope/baselines.py",
+        "kernelscope/spec.py",
+    } <= set(softmax)
     assert "kernelscope/heuristics.py" not in sources.kernel_sources("vector_add")
     assert all((ROOT / p).is_file() for p in softmax)
 
@@ -48,7 +52,9 @@ def test_a_stale_catalog_is_refused_with_the_command_where_torch_is_missing(tmp_
     assert catalog.stale_kernels(json.loads(path.read_text()), path.parent) == [NEW]
     real = catalog.importlib.util.find_spec
     monkeypatch.setattr(catalog.importlib.util, "find_spec", lambda name: None if name == "torch" else real(name))
-    with pytest.raises(catalog.StaleCatalog, match=rf"stale for kernel\(s\) \['{NEW}'\].*`python -m kernelscope.catalog`"):
+    with pytest.raises(
+        catalog.StaleCatalog, match=rf"stale for kernel\(s\) \['{NEW}'\].*`python -m kernelscope.catalog`"
+    ):
         catalog.ensure_current(path)
     path.unlink()
     with pytest.raises(catalog.StaleCatalog, match="is missing"):
@@ -69,8 +75,15 @@ def test_a_dropped_in_module_is_planned_for_every_stage_and_reported(tmp_path):
     assert counts["correctness"] > 0
     # a tiny CPU run of the new kernel alone: it is in the report
     tiny = tmp_path / "tiny.yaml"
-    tiny.write_text(json.dumps({"kernels": {NEW: {"dtypes": ["float32"], "shapes": [{"n": 5}]}}, "seeds": [0],
-                                "calibration": {"dtypes": ["float32"]}}))
+    tiny.write_text(
+        json.dumps(
+            {
+                "kernels": {NEW: {"dtypes": ["float32"], "shapes": [{"n": 5}]}},
+                "seeds": [0],
+                "calibration": {"dtypes": ["float32"]},
+            }
+        )
+    )
     run = snakemake(work, "--configfile", str(tiny))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert NEW in (work / "reports" / "cpu-interpreter" / "report.md").read_text()
@@ -81,11 +94,15 @@ def test_a_dropped_in_module_is_planned_for_every_stage_and_reported(tmp_path):
 
 @pytest.mark.workflow
 def test_a_change_to_an_imported_module_reruns_only_the_jobs_of_kernels_that_import_it(tmp_path):
-    small = {"softmax": {"dtypes": ["float32"], "shapes": [{"M": 3, "N": 5}]},
-             "vector_add": {"dtypes": ["float32"], "shapes": [{"n": 5}]}}
+    small = {
+        "softmax": {"dtypes": ["float32"], "shapes": [{"M": 3, "N": 5}]},
+        "vector_add": {"dtypes": ["float32"], "shapes": [{"n": 5}]},
+    }
     work = copy_workflow(tmp_path, {"kernels": small})
     cases = {"softmax": "M3_N5", "vector_add": "n5"}
-    targets = [f"results/cpu-interpreter/{stage}/{k}/float32/{shape}.json" for stage in STAGES for k, shape in cases.items()]
+    targets = [
+        f"results/cpu-interpreter/{stage}/{k}/float32/{shape}.json" for stage in STAGES for k, shape in cases.items()
+    ]
     # stand-ins for a finished run of these jobs (--touch marks existing outputs up to date, in DAG order)
     for path in ["results/cpu-interpreter/specs.json", *targets]:
         (work / path).parent.mkdir(parents=True, exist_ok=True)

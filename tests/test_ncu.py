@@ -9,25 +9,29 @@ from kernelscope import ncu
 # NVTX column holding each kernel's push/pop range stack), with ncu's own messages before it. Written from
 # the format's description, not captured from a GPU run. The rows are in the opposite order to the
 # implementations' calls: attribution is by range name, never by launch order.
-HEADER = ('"ID","Process ID","Process Name","Host Name","thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg",'
-          '"Kernel Name","Context","Stream","gpu__time_duration.sum",'
-          '"dram__throughput.avg.pct_of_peak_sustained_elapsed","sm__warps_active.avg.pct_of_peak_sustained_active",'
-          '"launch__registers_per_thread","l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",'
-          '"l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum","launch__shared_mem_per_block"')
-SAMPLE = f'''==PROF== Connected to process 4242
+HEADER = (
+    '"ID","Process ID","Process Name","Host Name","thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg",'
+    '"Kernel Name","Context","Stream","gpu__time_duration.sum",'
+    '"dram__throughput.avg.pct_of_peak_sustained_elapsed","sm__warps_active.avg.pct_of_peak_sustained_active",'
+    '"launch__registers_per_thread","l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",'
+    '"l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum","launch__shared_mem_per_block"'
+)
+SAMPLE = f"""==PROF== Connected to process 4242
 ==PROF== Profiling "_online_softmax_kernel": 0%....50%....100% - 9 passes
 {HEADER}
 "","","","","","","","","nsecond","%","%","register/thread","byte","byte","byte"
 "0","4242","python3","host","<default domain>:kernelscope.triton_online:none:none:none:none","_online_softmax_kernel","1","7","8,096","61.70","45.0","40","1,024","2,048","512"
 "1","4242","python3","host","<default domain>:kernelscope.triton_row:none:none:none:none","_row_softmax_kernel","1","7","5,952","88.31","71.2","32","0","0","0"
 ==PROF== Disconnected from process 4242
-'''
+"""
 
 
 def test_parse_reads_each_profiled_kernel_its_implementation_and_its_metrics():
     rows = ncu.parse_csv(SAMPLE)
-    assert [(r["implementation"], r["kernel"]) for r in rows] == [("triton_online", "_online_softmax_kernel"),
-                                                                  ("triton_row", "_row_softmax_kernel")]
+    assert [(r["implementation"], r["kernel"]) for r in rows] == [
+        ("triton_online", "_online_softmax_kernel"),
+        ("triton_row", "_row_softmax_kernel"),
+    ]
     assert rows[1]["duration_ns"] == 5952 and rows[1]["dram_throughput_pct"] == pytest.approx(88.31)
     assert rows[0]["registers_per_thread"] == 40 and rows[0]["local_store_bytes"] == 2048
 
@@ -62,8 +66,10 @@ def test_stage_attributes_kernels_by_range_and_reports_any_that_do_not_match(mon
     monkeypatch.setattr(ncu.subprocess, "run", lambda *a, **k: Done())
     ok = ncu.run(["x"], ["triton_row", "triton_online"], on_gpu=True)
     assert ok["ran"]
-    assert [(k["implementation"], k["kernel"]) for k in ok["kernels"]] == [("triton_row", "_row_softmax_kernel"),
-                                                                          ("triton_online", "_online_softmax_kernel")]
+    assert [(k["implementation"], k["kernel"]) for k in ok["kernels"]] == [
+        ("triton_row", "_row_softmax_kernel"),
+        ("triton_online", "_online_softmax_kernel"),
+    ]
     assert "--nvtx-include kernelscope.triton_row/" in ok["command"]
     bad = ncu.run(["x"], ["triton_row"], on_gpu=True)
     assert not bad["ran"] and "kernels outside them ['_online_softmax_kernel']" in bad["reason"]

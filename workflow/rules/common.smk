@@ -95,8 +95,16 @@ def case_args(wildcards):
 
 
 # The long-format tables the report rule writes (kernelscope.report.TABLES)
-REPORT_TABLES = ["correctness.csv", "timing.csv", "samples.csv.gz", "sweep.csv", "profile.csv", "claims.csv",
-                 "ratios.csv", "targets.csv"]
+REPORT_TABLES = [
+    "correctness.csv",
+    "timing.csv",
+    "samples.csv.gz",
+    "sweep.csv",
+    "profile.csv",
+    "claims.csv",
+    "ratios.csv",
+    "targets.csv",
+]
 
 
 def get_other_results(wildcards):

@@ -7,18 +7,18 @@ rule profile:
         image=container_image(),
     output:
         "results/{device}/profile/{kernel}/{dtype}/{shape}.json",
-    params:
-        python=PYTHON,
-        case=case_args,
-    priority: 5
-    resources:
-        **GPU_RESOURCES,
-    container:
-        CONTAINER_IMAGE
     log:
         "logs/{device}/profile/{kernel}/{dtype}/{shape}.log",
     benchmark:
         "results/{device}/jobtimes/profile/{kernel}/{dtype}/{shape}.tsv"
+    priority: 5
+    container:
+        CONTAINER_IMAGE
+    resources:
+        **GPU_RESOURCES,
+    params:
+        python=PYTHON,
+        case=case_args,
     shell:
         "{params.python} -m kernelscope profile --specs {input.specs} {params.case} --sweep {input.sweep} "
         "--out {output} > {log} 2>&1"

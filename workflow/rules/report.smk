@@ -19,12 +19,12 @@ rule report:
             "reports/{{device}}/tables/{table}",
             table=REPORT_TABLES,
         ),
+    log:
+        "logs/{device}/report.log",
     container:
         CONTAINER_IMAGE
     params:
         python=PYTHON,
-    log:
-        "logs/{device}/report.log",
     shell:
         "{params.python} -m kernelscope report --results results/{wildcards.device} --out reports/{wildcards.device} "
         "> {log} 2>&1"
@@ -39,11 +39,11 @@ rule index:
     output:
         md="reports/index.md",
         html=report("reports/index.html", category="Report"),
+    log:
+        f"logs/{DEVICE}/index.log",
     container:
         CONTAINER_IMAGE
     params:
         python=PYTHON,
-    log:
-        f"logs/{DEVICE}/index.log",
     shell:
         "{params.python} -m kernelscope index --reports reports > {log} 2>&1"

@@ -8,18 +8,18 @@ rule timing:
         image=container_image(),
     output:
         "results/{device}/timing/{kernel}/{dtype}/{shape}.json",
-    params:
-        python=PYTHON,
-        case=case_args,
-    priority: 10
-    resources:
-        **GPU_RESOURCES,
-    container:
-        CONTAINER_IMAGE
     log:
         "logs/{device}/timing/{kernel}/{dtype}/{shape}.log",
     benchmark:
         "results/{device}/jobtimes/timing/{kernel}/{dtype}/{shape}.tsv"
+    priority: 10
+    container:
+        CONTAINER_IMAGE
+    resources:
+        **GPU_RESOURCES,
+    params:
+        python=PYTHON,
+        case=case_args,
     shell:
         "{params.python} -m kernelscope timing --specs {input.specs} {params.case} --correctness {input.correctness} "
         "--sweep {input.sweep} --out {output} > {log} 2>&1"
