@@ -1,6 +1,6 @@
 # Two entry points, both self-contained on a fresh machine (see README.md):
 #   make run   -- set up .venv and run the whole workflow (CPU interpreter without a GPU)
-#   make test  -- set up .venv and run the test suite
+#   make test  -- set up .venv, run the lint checks (make lint), then the test suite
 #   make container-e2e -- build the pinned image and run the workflow in it under a real Apptainer (root,
 #                         several GB, tens of minutes; docs/container.md)
 PYTHON ?= python3
@@ -8,7 +8,7 @@ VENV ?= .venv
 CORES ?= 1
 BIN := $(VENV)/bin
 
-.PHONY: run test setup clean container-e2e
+.PHONY: run test lint format setup clean container-e2e
 
 $(BIN)/snakemake: pyproject.toml env/requirements-ci.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,18 @@ setup: $(BIN)/snakemake
 run: setup
 	$(BIN)/snakemake --cores $(CORES)
 
-test: setup
+# ruff (lint, import order, format) for Python and snakefmt for the workflow rules; `make format` fixes
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/snakefmt --check Snakefile workflow/rules
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+	$(BIN)/snakefmt Snakefile workflow/rules
+
+test: lint
 	$(BIN)/pytest -q
 
 container-e2e: setup

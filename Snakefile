@@ -4,18 +4,7 @@
 #   snakemake --cores 1                    # on this machine (CPU: Triton's interpreter, tiny shapes)
 #   snakemake --cores 1 --use-singularity  # every GPU rule inside the pinned container (profiles/default adds --nv)
 #
-# Results path grammar (see kernelscope/cases.py):
-#   results/<device>/specs.json | environment.json | calibration.json
-#   results/<device>/correctness/<kernel>/<dtype>/<shape>.json
-#   results/<device>/sweep/<kernel>/<dtype>/<shape>.json
-#   results/<device>/timing/<kernel>/<dtype>/<shape>.json
-#   results/<device>/profile/<kernel>/<dtype>/<shape>.json
-#   results/<device>/ncu/<kernel>/<dtype>/<shape>.json         (optional: config ncu: true or a case list)
-#   results/<device>/benchmarks/<stage>/<kernel>/<dtype>/<shape>.tsv  (job wall times)
-#   reports/<device>/report.md | report.html | run.json | plots/*.svg | tables/*.csv
-#   reports/<device>/compare/<other>/report.md | report.html | comparison.csv  (optional: config compare_with)
-#   reports/index.md | index.html                                (every run and comparison under reports/)
-#   logs/<device>/<stage>/<kernel>/<dtype>/<shape>.log
+# What each stage writes where (the results path grammar): kernelscope/cases.py's docstring.
 
 from snakemake.utils import min_version, validate
 
@@ -44,7 +33,7 @@ include: "workflow/rules/compare.smk"
 rule all:
     default_target: True
     input:
-        f"reports/{DEVICE}/report.md",
-        f"reports/{DEVICE}/report.html",
-        expand(f"reports/{DEVICE}/compare/{{other}}/report.md", other=config["compare_with"]),
-        "reports/index.html",
+        expand(rules.report.output.md, device=DEVICE),
+        expand(rules.report.output.html, device=DEVICE),
+        expand(rules.compare.output.md, other=config["compare_with"]),
+        rules.index.output.html,

@@ -34,8 +34,20 @@ import triton.language as tl
 
 from kernelscope import runtime
 from kernelscope.baselines import compiled
-from kernelscope.spec import (Declined, element_size, generator, Implementation, Inputs, Invariant, KernelSpec,
-                              randn, Shape, shape_entry, Target, Tolerance)
+from kernelscope.spec import (
+    Declined,
+    Implementation,
+    Inputs,
+    Invariant,
+    KernelSpec,
+    Shape,
+    Target,
+    Tolerance,
+    element_size,
+    generator,
+    randn,
+    shape_entry,
+)
 
 LOG2E = math.log2(math.e)
 
@@ -53,8 +65,9 @@ REFERENCE_CHUNK_BYTES = 2**30
 
 #: Interpreter configs: tl.dot needs every dim >= 16, and small tiles keep CPU cases to seconds. The
 #: first is the default; the unequal tiles exercise the causal bounds with BLOCK_M != BLOCK_N.
-INTERPRETER_CONFIGS = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": 4, "num_stages": 1}
-                       for m, n in ((16, 16), (32, 16), (16, 32))]
+INTERPRETER_CONFIGS = [
+    {"BLOCK_M": m, "BLOCK_N": n, "num_warps": 4, "num_stages": 1} for m, n in ((16, 16), (32, 16), (16, 32))
+]
 
 
 @triton.jit
@@ -83,12 +96,27 @@ def _round_to(x, dtype: tl.constexpr, BF16_ON_INTERPRETER: tl.constexpr):
 
 @triton.jit
 def _attend_kv_blocks(
-    acc, l_i, m_i, q,
-    k_base, v_base,
-    offs_m, seq_len, qk_scale, lo, hi,
-    stride_ks, stride_kd, stride_vs, stride_vd,
-    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
-    MASKED: tl.constexpr, CAUSAL: tl.constexpr, RESCALE_ACC: tl.constexpr, BF16_ON_INTERPRETER: tl.constexpr,
+    acc,
+    l_i,
+    m_i,
+    q,
+    k_base,
+    v_base,
+    offs_m,
+    seq_len,
+    qk_scale,
+    lo,
+    hi,
+    stride_ks,
+    stride_kd,
+    stride_vs,
+    stride_vd,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    MASKED: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    RESCALE_ACC: tl.constexpr,
+    BF16_ON_INTERPRETER: tl.constexpr,
 ):
     """Fold key/value blocks ``[lo, hi)`` into the running (acc, l, m) of one query block.
 
@@ -139,14 +167,35 @@ def _attend_kv_blocks(
 
 @triton.jit
 def _attention_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr,
-    seq_len, num_heads, qk_scale,
-    stride_qb, stride_qh, stride_qs, stride_qd,
-    stride_kb, stride_kh, stride_ks, stride_kd,
-    stride_vb, stride_vh, stride_vs, stride_vd,
-    stride_ob, stride_oh, stride_os, stride_od,
-    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr, RESCALE_ACC: tl.constexpr, BF16_ON_INTERPRETER: tl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    o_ptr,
+    seq_len,
+    num_heads,
+    qk_scale,
+    stride_qb,
+    stride_qh,
+    stride_qs,
+    stride_qd,
+    stride_kb,
+    stride_kh,
+    stride_ks,
+    stride_kd,
+    stride_vb,
+    stride_vh,
+    stride_vs,
+    stride_vd,
+    stride_ob,
+    stride_oh,
+    stride_os,
+    stride_od,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    RESCALE_ACC: tl.constexpr,
+    BF16_ON_INTERPRETER: tl.constexpr,
 ):
     """Program (i, bh) computes O rows ``[i*BLOCK_M, (i+1)*BLOCK_M)`` of head ``bh % H`` of batch ``bh // H``.
 
@@ -186,15 +235,58 @@ def _attention_fwd_kernel(
     else:
         unmasked_hi = seq_len // BLOCK_N * BLOCK_N
         hi = seq_len
-    acc, l_i, m_i = _attend_kv_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, seq_len, qk_scale, 0, unmasked_hi,
-                                      stride_ks, stride_kd, stride_vs, stride_vd,
-                                      HEAD_DIM, BLOCK_N, False, CAUSAL, RESCALE_ACC, BF16_ON_INTERPRETER)
-    acc, l_i, m_i = _attend_kv_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, seq_len, qk_scale, unmasked_hi, hi,
-                                      stride_ks, stride_kd, stride_vs, stride_vd,
-                                      HEAD_DIM, BLOCK_N, True, CAUSAL, RESCALE_ACC, BF16_ON_INTERPRETER)
+    acc, l_i, m_i = _attend_kv_blocks(
+        acc,
+        l_i,
+        m_i,
+        q,
+        k_base,
+        v_base,
+        offs_m,
+        seq_len,
+        qk_scale,
+        0,
+        unmasked_hi,
+        stride_ks,
+        stride_kd,
+        stride_vs,
+        stride_vd,
+        HEAD_DIM,
+        BLOCK_N,
+        False,
+        CAUSAL,
+        RESCALE_ACC,
+        BF16_ON_INTERPRETER,
+    )
+    acc, l_i, m_i = _attend_kv_blocks(
+        acc,
+        l_i,
+        m_i,
+        q,
+        k_base,
+        v_base,
+        offs_m,
+        seq_len,
+        qk_scale,
+        unmasked_hi,
+        hi,
+        stride_ks,
+        stride_kd,
+        stride_vs,
+        stride_vd,
+        HEAD_DIM,
+        BLOCK_N,
+        True,
+        CAUSAL,
+        RESCALE_ACC,
+        BF16_ON_INTERPRETER,
+    )
     out = acc / l_i[:, None]
-    tl.store(o_base + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od,
-             _round_to(out, o_ptr.dtype.element_ty, BF16_ON_INTERPRETER), mask=row_in)
+    tl.store(
+        o_base + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od,
+        _round_to(out, o_ptr.dtype.element_ty, BF16_ON_INTERPRETER),
+        mask=row_in,
+    )
 
 
 def _is_causal(inputs: Inputs) -> bool:
@@ -203,14 +295,15 @@ def _is_causal(inputs: Inputs) -> bool:
 
 def _check_qkvo(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor) -> None:
     if q.ndim != 4 or k.shape != q.shape or v.shape != q.shape or out.shape != q.shape:
-        raise ValueError(f"attention expects Q, K, V, O of one shape [B, H, S, D], got {tuple(q.shape)}, "
-                         f"{tuple(k.shape)}, {tuple(v.shape)}, {tuple(out.shape)}")
+        raise ValueError(
+            f"attention expects Q, K, V, O of one shape [B, H, S, D], got {tuple(q.shape)}, "
+            f"{tuple(k.shape)}, {tuple(v.shape)}, {tuple(out.shape)}"
+        )
     if q.shape[-1] not in HEAD_DIMS:
         raise ValueError(f"head dim must be one of {HEAD_DIMS}, got {q.shape[-1]}")
 
 
-def _prepare_flash(inputs: Inputs, out: torch.Tensor, config, *, log2e: float = LOG2E,
-                   rescale_acc: bool = True):
+def _prepare_flash(inputs: Inputs, out: torch.Tensor, config, *, log2e: float = LOG2E, rescale_acc: bool = True):
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     _check_qkvo(q, k, v, out)
     causal = _is_causal(inputs)
@@ -219,9 +312,16 @@ def _prepare_flash(inputs: Inputs, out: torch.Tensor, config, *, log2e: float = 
     grid = (triton.cdiv(seq_len, block_m), batch * heads)
     qk_scale = log2e / math.sqrt(head_dim)
     strides = (*q.stride(), *k.stride(), *v.stride(), *out.stride())
-    launch = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, RESCALE_ACC=rescale_acc,
-                  BF16_ON_INTERPRETER=runtime.is_interpreter() and q.dtype == torch.bfloat16,
-                  num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]))
+    launch = dict(
+        HEAD_DIM=head_dim,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        CAUSAL=causal,
+        RESCALE_ACC=rescale_acc,
+        BF16_ON_INTERPRETER=runtime.is_interpreter() and q.dtype == torch.bfloat16,
+        num_warps=int(config["num_warps"]),
+        num_stages=int(config["num_stages"]),
+    )
 
     def run() -> torch.Tensor:
         _attention_fwd_kernel[grid](q, k, v, out, seq_len, heads, qk_scale, *strides, **launch)
@@ -272,8 +372,10 @@ def _flash_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None
     # Q tile once, then K and V tiles per pipeline stage.
     smem = block_m * head_dim * size + config["num_stages"] * 2 * block_n * head_dim * size
     if smem > limits["max_shared_mem_per_block"]:
-        return f"shared memory estimate {smem} B (Q tile + {config['num_stages']} stages of K and V) exceeds " \
-               f"{limits['max_shared_mem_per_block']} B"
+        return (
+            f"shared memory estimate {smem} B (Q tile + {config['num_stages']} stages of K and V) exceeds "
+            f"{limits['max_shared_mem_per_block']} B"
+        )
     # fp32 accumulator + fp32 scores + the input-dtype P (half as many registers) per thread; past
     # ~192 of the 255 registers, the compiler spills (the rest hold Q fragments, m, l, addresses).
     threads = 32 * config["num_warps"]
@@ -285,8 +387,10 @@ def _flash_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None
 
 def _flash_supports(shape: Shape, dtype: torch.dtype) -> str | None:
     if shape["D"] not in HEAD_DIMS:
-        return f"head dim {shape['D']} is not one of {HEAD_DIMS} (power of two for tl.arange, >= 16 for tl.dot, " \
-               f"<= 128 for the register-resident accumulator)"
+        return (
+            f"head dim {shape['D']} is not one of {HEAD_DIMS} (power of two for tl.arange, >= 16 for tl.dot, "
+            f"<= 128 for the register-resident accumulator)"
+        )
     return None
 
 
@@ -305,8 +409,9 @@ def _prepare_exp2_no_log2e(inputs: Inputs, out: torch.Tensor, config):
     return _prepare_flash(inputs, out, config or _inferred_default(inputs), log2e=1.0)
 
 
-def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor | None = None
-                    ) -> torch.Tensor:
+def naive_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor | None = None
+) -> torch.Tensor:
     """Attention as written in textbooks: the [B, H, S, S] scores in the input dtype (matmul with fp32
     accumulation, rounded to fp16/bf16), masked, softmax in fp32, probabilities cast back, then @ V."""
     scores = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
@@ -337,8 +442,9 @@ def _torch_compile(inputs: Inputs, out, config):
 def _naive_supports(shape: Shape, dtype: torch.dtype) -> str | None:
     probs = shape["B"] * shape["H"] * shape["S"] ** 2 * 4
     if probs > NAIVE_PROBS_BUDGET:
-        return Declined(f"materialises {probs / 2**30:.0f} GiB of fp32 probabilities "
-                        f"(budget {NAIVE_PROBS_BUDGET / 2**30:.0f} GiB)")
+        return Declined(
+            f"materialises {probs / 2**30:.0f} GiB of fp32 probabilities (budget {NAIVE_PROBS_BUDGET / 2**30:.0f} GiB)"
+        )
     return None
 
 
@@ -379,8 +485,7 @@ def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, seed: in
         # Cast in the storage layout, so that the [B, S, H, D] views keep their strides.
         return t.transpose(1, 2).contiguous().to(dtype).transpose(1, 2) if bshd else t.contiguous().to(dtype)
 
-    return {"q": stored(q), "k": stored(k), "v": stored(v),
-            "causal": bool(shape["causal"])}
+    return {"q": stored(q), "k": stored(k), "v": stored(v), "causal": bool(shape["causal"])}
 
 
 def make_output(inputs: Inputs) -> torch.Tensor:
@@ -453,33 +558,72 @@ KERNEL = KernelSpec(
     make_output=make_output,
     reference=reference,
     implementations=[
-        Implementation("triton_flash", "triton", _prepare_flash,
-                       description="online-softmax flash attention, one program per BLOCK_M query rows of one "
-                                   "head; unmasked then masked key stages, causal blocks above the diagonal skipped",
-                       configs=_flash_configs, default_config=_flash_default, prune=_flash_prune,
-                       supports=_flash_supports),
-        Implementation("sdpa", "eager", _sdpa, writes_out=False,
-                       description="torch.nn.functional.scaled_dot_product_attention (on CUDA it dispatches to "
-                                   "flash / cuDNN / memory-efficient kernels)"),
-        Implementation("torch", "eager", _torch_eager, writes_out=False, supports=_naive_supports,
-                       description="naive eager attention: S x S scores in the input dtype, softmax in fp32, "
-                                   "probabilities cast back, @ V"),
-        Implementation("torch_compile", "compile", _torch_compile, writes_out=False, supports=_naive_supports,
-                       description="torch.compile of the naive attention (Inductor: matmuls + fused softmax)"),
+        Implementation(
+            "triton_flash",
+            "triton",
+            _prepare_flash,
+            description="online-softmax flash attention, one program per BLOCK_M query rows of one "
+            "head; unmasked then masked key stages, causal blocks above the diagonal skipped",
+            configs=_flash_configs,
+            default_config=_flash_default,
+            prune=_flash_prune,
+            supports=_flash_supports,
+        ),
+        Implementation(
+            "sdpa",
+            "eager",
+            _sdpa,
+            writes_out=False,
+            description="torch.nn.functional.scaled_dot_product_attention (on CUDA it dispatches to "
+            "flash / cuDNN / memory-efficient kernels)",
+        ),
+        Implementation(
+            "torch",
+            "eager",
+            _torch_eager,
+            writes_out=False,
+            supports=_naive_supports,
+            description="naive eager attention: S x S scores in the input dtype, softmax in fp32, "
+            "probabilities cast back, @ V",
+        ),
+        Implementation(
+            "torch_compile",
+            "compile",
+            _torch_compile,
+            writes_out=False,
+            supports=_naive_supports,
+            description="torch.compile of the naive attention (Inductor: matmuls + fused softmax)",
+        ),
     ],
     targets=[
-        Target("triton_flash", "speedup", 0.80, baseline="sdpa", dtypes=("bfloat16",),
-               shapes={"D": (128, 128), "S": (4096, None)},
-               reason="long-sequence bf16 training shapes, where SDPA runs cuDNN/FlashAttention-2-class kernels: "
-                      "a plain Triton flash kernel should reach most of it"),
+        Target(
+            "triton_flash",
+            "speedup",
+            0.80,
+            baseline="sdpa",
+            dtypes=("bfloat16",),
+            shapes={"D": (128, 128), "S": (4096, None)},
+            reason="long-sequence bf16 training shapes, where SDPA runs cuDNN/FlashAttention-2-class kernels: "
+            "a plain Triton flash kernel should reach most of it",
+        ),
     ],
     negative_controls=[
-        Implementation("triton_no_rescale", "triton", _prepare_no_rescale,
-                       description="forgets to rescale the accumulator by exp(m_old - m_new) when the max grows",
-                       configs=_flash_configs, default_config=_flash_default),
-        Implementation("triton_exp2_no_log2e", "triton", _prepare_exp2_no_log2e,
-                       description="uses exp2 without folding log2(e) into the scale: softmax at the wrong temperature",
-                       configs=_flash_configs, default_config=_flash_default),
+        Implementation(
+            "triton_no_rescale",
+            "triton",
+            _prepare_no_rescale,
+            description="forgets to rescale the accumulator by exp(m_old - m_new) when the max grows",
+            configs=_flash_configs,
+            default_config=_flash_default,
+        ),
+        Implementation(
+            "triton_exp2_no_log2e",
+            "triton",
+            _prepare_exp2_no_log2e,
+            description="uses exp2 without folding log2(e) into the scale: softmax at the wrong temperature",
+            configs=_flash_configs,
+            default_config=_flash_default,
+        ),
     ],
     primary_baseline="sdpa",
     # rtol = eps: O is rounded on store (eps/2) and the flash paths round P before the PV dot (eps/2
@@ -488,41 +632,103 @@ KERNEL = KernelSpec(
     # reaches ~12 in the sharp regimes, and O moves by up to 6 eps (measured, S=2048..4096). The flash
     # kernel alone stays within 0.4 eps beyond rtol; tests/test_attention.py holds it to atol = eps.
     tolerances={
-        torch.float16: Tolerance(10 * _FP16_EPS, _FP16_EPS,
-                                 "fp32 scores/accumulation; O and P rounded to fp16 (eps/2 each) -> rtol eps; "
-                                 "atol 10 eps for the naive baseline's fp16-rounded scores (|logit| up to ~12, "
-                                 "measured <= 6 eps in O)"),
-        torch.bfloat16: Tolerance(10 * _BF16_EPS, _BF16_EPS,
-                                  "fp32 scores/accumulation; O and P rounded to bf16 (eps/2 each) -> rtol eps; "
-                                  "atol 10 eps for the naive baseline's bf16-rounded scores (|logit| up to ~12, "
-                                  "measured <= 6 eps in O)"),
+        torch.float16: Tolerance(
+            10 * _FP16_EPS,
+            _FP16_EPS,
+            "fp32 scores/accumulation; O and P rounded to fp16 (eps/2 each) -> rtol eps; "
+            "atol 10 eps for the naive baseline's fp16-rounded scores (|logit| up to ~12, "
+            "measured <= 6 eps in O)",
+        ),
+        torch.bfloat16: Tolerance(
+            10 * _BF16_EPS,
+            _BF16_EPS,
+            "fp32 scores/accumulation; O and P rounded to bf16 (eps/2 each) -> rtol eps; "
+            "atol 10 eps for the naive baseline's bf16-rounded scores (|logit| up to ~12, "
+            "measured <= 6 eps in O)",
+        ),
     },
     flops=_flops,
     bytes_moved=_bytes,
-    invariants=[Invariant("hull_excess", _hull_excess, _hull_limit,
-                          "each output row is a convex combination of the V rows it may see")],
+    invariants=[
+        Invariant(
+            "hull_excess", _hull_excess, _hull_limit, "each output row is a convex combination of the V rows it may see"
+        )
+    ],
     shape_sets={
         "cpu": [
-            shape_entry("non-causal, S=37 = 2*16 + 5: ragged query and key tails at the interpreter's 16x16 tiles",
-               B=1, H=2, S=37, D=64, causal=0),
-            shape_entry("causal at S=37: diagonal blocks masked, a partial last query block", B=1, H=2, S=37, D=64, causal=1),
-            shape_entry("one more than a block (17 = 16 + 1), D=128, [B, S, H, D] memory: strided Q/K/V/O",
-               B=2, H=2, S=17, D=128, causal=1, bshd=1),
-            shape_entry("non-causal twin of the strided case: the one-key tail block is visible to every row",
-               B=2, H=2, S=17, D=128, causal=0, bshd=1),
+            shape_entry(
+                "non-causal, S=37 = 2*16 + 5: ragged query and key tails at the interpreter's 16x16 tiles",
+                B=1,
+                H=2,
+                S=37,
+                D=64,
+                causal=0,
+            ),
+            shape_entry(
+                "causal at S=37: diagonal blocks masked, a partial last query block", B=1, H=2, S=37, D=64, causal=1
+            ),
+            shape_entry(
+                "one more than a block (17 = 16 + 1), D=128, [B, S, H, D] memory: strided Q/K/V/O",
+                B=2,
+                H=2,
+                S=17,
+                D=128,
+                causal=1,
+                bshd=1,
+            ),
+            shape_entry(
+                "non-causal twin of the strided case: the one-key tail block is visible to every row",
+                B=2,
+                H=2,
+                S=17,
+                D=128,
+                causal=0,
+                bshd=1,
+            ),
         ],
         "gpu": [
-            shape_entry("issue target: 4k prefill at D=128, non-causal (bf16: >= 0.80x SDPA); naive fp32 probabilities "
-               "= 4 GiB, at its budget", B=4, H=16, S=4096, D=128, causal=0),
-            shape_entry("the target causal: half the work, diagonal masking, unequal query blocks", B=4, H=16, S=4096, D=128,
-               causal=1),
-            shape_entry("long context S=8192 causal: naive attention refused (8 GiB of probabilities); flash vs SDPA only",
-               B=2, H=16, S=8192, D=128, causal=1),
+            shape_entry(
+                "issue target: 4k prefill at D=128, non-causal (bf16: >= 0.80x SDPA); naive fp32 probabilities "
+                "= 4 GiB, at its budget",
+                B=4,
+                H=16,
+                S=4096,
+                D=128,
+                causal=0,
+            ),
+            shape_entry(
+                "the target causal: half the work, diagonal masking, unequal query blocks",
+                B=4,
+                H=16,
+                S=4096,
+                D=128,
+                causal=1,
+            ),
+            shape_entry(
+                "long context S=8192 causal: naive attention refused (8 GiB of probabilities); flash vs SDPA only",
+                B=2,
+                H=16,
+                S=8192,
+                D=128,
+                causal=1,
+            ),
             shape_entry("D=64 heads at 4k: half the FLOPs per byte of D=128", B=4, H=16, S=4096, D=64, causal=0),
-            shape_entry("odd S=1000 = 7*128 + 104: ragged query and key tails at real tile sizes", B=8, H=16, S=1000, D=128,
-               causal=1),
-            shape_entry("launch-bound short prompt: 16 heads x S=128, fewer programs than SMs", B=1, H=16, S=128, D=128,
-               causal=1),
+            shape_entry(
+                "odd S=1000 = 7*128 + 104: ragged query and key tails at real tile sizes",
+                B=8,
+                H=16,
+                S=1000,
+                D=128,
+                causal=1,
+            ),
+            shape_entry(
+                "launch-bound short prompt: 16 heads x S=128, fewer programs than SMs",
+                B=1,
+                H=16,
+                S=128,
+                D=128,
+                causal=1,
+            ),
         ],
     },
 )

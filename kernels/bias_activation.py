@@ -27,8 +27,18 @@ import triton
 import triton.language as tl
 
 from kernelscope.baselines import compiled
-from kernelscope.spec import (element_size, generator, Implementation, Inputs, KernelSpec, randn, Target, Shape,
-                              shape_entry, Tolerance)
+from kernelscope.spec import (
+    Implementation,
+    Inputs,
+    KernelSpec,
+    Shape,
+    Target,
+    Tolerance,
+    element_size,
+    generator,
+    randn,
+    shape_entry,
+)
 
 #: activation name -> the constexpr code the kernel branches on
 ACTIVATIONS = {"relu": 0, "gelu": 1, "silu": 2}
@@ -57,11 +67,17 @@ def _activation(z, ACTIVATION: tl.constexpr):
 
 @triton.jit
 def _bias_activation_kernel(
-    out_ptr, x_ptr, bias_ptr,
-    M, N,
-    stride_xm, stride_om,
-    ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    out_ptr,
+    x_ptr,
+    bias_ptr,
+    M,
+    N,
+    stride_xm,
+    stride_om,
+    ACTIVATION: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """One program computes one [BLOCK_M, BLOCK_N] tile.
 
@@ -100,8 +116,9 @@ def _activation_from_inputs(inputs: Inputs) -> str:
 
 def _check_matrix(x: torch.Tensor, out: torch.Tensor, bias: torch.Tensor | None) -> None:
     if x.ndim != 2 or x.stride(1) != 1:
-        raise ValueError(f"bias_activation expects a 2-D x with unit column stride, got shape {tuple(x.shape)} "
-                         f"strides {x.stride()}")
+        raise ValueError(
+            f"bias_activation expects a 2-D x with unit column stride, got shape {tuple(x.shape)} strides {x.stride()}"
+        )
     if out.shape != x.shape or out.stride(1) != 1:
         raise ValueError(f"output must match x's shape {tuple(x.shape)} with unit column stride")
     if bias is not None and (bias.shape != (x.shape[1],) or bias.stride(0) != 1):
@@ -120,17 +137,28 @@ def _launcher(inputs: Inputs, out: torch.Tensor, config, *, act: str, bias: torc
 
     def run() -> torch.Tensor:
         _bias_activation_kernel[grid](
-            out, x, bias_arg, n_rows, n_cols, x.stride(0), out.stride(0),
-            ACTIVATION=ACTIVATIONS[act], HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_N=block_n,
-            num_warps=num_warps)
+            out,
+            x,
+            bias_arg,
+            n_rows,
+            n_cols,
+            x.stride(0),
+            out.stride(0),
+            ACTIVATION=ACTIVATIONS[act],
+            HAS_BIAS=bias is not None,
+            BLOCK_M=block_m,
+            BLOCK_N=block_n,
+            num_warps=num_warps,
+        )
         return out
 
     return run
 
 
 def _prepare_tiled(inputs: Inputs, out: torch.Tensor, config):
-    return _launcher(inputs, out, config, act=_activation_from_inputs(inputs), bias=inputs.get("bias"),
-                     n_cols=inputs["x"].shape[1])
+    return _launcher(
+        inputs, out, config, act=_activation_from_inputs(inputs), bias=inputs.get("bias"), n_cols=inputs["x"].shape[1]
+    )
 
 
 def _configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
@@ -182,8 +210,14 @@ def _torch_compile(inputs: Inputs, out, config):
 
 def _drops_last_column(inputs: Inputs, out: torch.Tensor, config):
     """Negative control: the column mask is ``cols < N - 1``, so the last column is never written."""
-    return _launcher(inputs, out, {"BLOCK_M": 4, "BLOCK_N": 256, "num_warps": 4},
-                     act=_activation_from_inputs(inputs), bias=inputs.get("bias"), n_cols=inputs["x"].shape[1] - 1)
+    return _launcher(
+        inputs,
+        out,
+        {"BLOCK_M": 4, "BLOCK_N": 256, "num_warps": 4},
+        act=_activation_from_inputs(inputs),
+        bias=inputs.get("bias"),
+        n_cols=inputs["x"].shape[1] - 1,
+    )
 
 
 def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, seed: int) -> Inputs:
@@ -240,63 +274,136 @@ def _bytes(shape: Shape, dtype: torch.dtype) -> float:
 KERNEL = KernelSpec(
     name="bias_activation",
     description="y = act(x + bias) over an M x N matrix, act in {relu, gelu-tanh, silu}, bias optional "
-                "(seed 002 section 4.3).",
+    "(seed 002 section 4.3).",
     make_inputs=make_inputs,
     make_output=make_output,
     reference=reference,
     implementations=[
-        Implementation("triton_tiled", "triton", _prepare_tiled,
-                       description="[BLOCK_M, BLOCK_N] tiles, activation and bias as constexpr branches, "
-                                   "fp32 math, one read and one write per element",
-                       configs=_configs, default_config=_default, prune=_prune),
-        Implementation("torch", "eager", _torch_eager,
-                       description="x + bias, then F.relu / F.gelu(approximate='tanh') / F.silu: two kernels",
-                       writes_out=False),
-        Implementation("torch_compile", "compile", _torch_compile,
-                       description="torch.compile of the eager sequence: Inductor fuses it", writes_out=False),
+        Implementation(
+            "triton_tiled",
+            "triton",
+            _prepare_tiled,
+            description="[BLOCK_M, BLOCK_N] tiles, activation and bias as constexpr branches, "
+            "fp32 math, one read and one write per element",
+            configs=_configs,
+            default_config=_default,
+            prune=_prune,
+        ),
+        Implementation(
+            "torch",
+            "eager",
+            _torch_eager,
+            description="x + bias, then F.relu / F.gelu(approximate='tanh') / F.silu: two kernels",
+            writes_out=False,
+        ),
+        Implementation(
+            "torch_compile",
+            "compile",
+            _torch_compile,
+            description="torch.compile of the eager sequence: Inductor fuses it",
+            writes_out=False,
+        ),
     ],
     targets=[
-        Target("triton_tiled", "pct_copy_bw", 90, shapes={"M": (8192, None)},
-               reason="one read of x and one write of y at DRAM-bound sizes: a fused element-wise kernel should run "
-                      "near copy bandwidth"),
-        Target("triton_tiled", "speedup", 1.5, baseline="torch", shapes={"M": (8192, None)},
-               reason="eager runs bias add and activation as separate passes over memory; fusing them is the point"),
+        Target(
+            "triton_tiled",
+            "pct_copy_bw",
+            90,
+            shapes={"M": (8192, None)},
+            reason="one read of x and one write of y at DRAM-bound sizes: a fused element-wise kernel should run "
+            "near copy bandwidth",
+        ),
+        Target(
+            "triton_tiled",
+            "speedup",
+            1.5,
+            baseline="torch",
+            shapes={"M": (8192, None)},
+            reason="eager runs bias add and activation as separate passes over memory; fusing them is the point",
+        ),
     ],
     negative_controls=[
-        Implementation("drops_last_column", "triton", _drops_last_column,
-                       description="column mask cols < N - 1: the last column stays unwritten (NaN poison)",
-                       configs=_configs, default_config=_default),
+        Implementation(
+            "drops_last_column",
+            "triton",
+            _drops_last_column,
+            description="column mask cols < N - 1: the last column stays unwritten (NaN poison)",
+            configs=_configs,
+            default_config=_default,
+        ),
     ],
     tolerances={
-        torch.float16: Tolerance(1.5e-4, 1e-3, "u = 2^-11; rtol 2u: output rounding, plus the eager baseline's "
-                                               "rounding of x + bias, amplified by |z act'(z)| <= |act(z)| + 0.15: "
-                                               "atol 2 * 0.15u"),
-        torch.bfloat16: Tolerance(1.2e-3, 8e-3, "u = 2^-8; rtol 2u: output rounding, plus the eager baseline's "
-                                                "rounding of x + bias, amplified by |z act'(z)| <= |act(z)| + 0.15: "
-                                                "atol 2 * 0.15u"),
-        torch.float32: Tolerance(1e-6, 1e-5, "fp32 math; exp via ex2.approx (2^-22 relative plus the rounding "
-                                             "of its argument); atol: torch's 0.5 z (1 + tanh u) cancels for "
-                                             "negative z, losing ~|z| 2^-24 absolute"),
+        torch.float16: Tolerance(
+            1.5e-4,
+            1e-3,
+            "u = 2^-11; rtol 2u: output rounding, plus the eager baseline's "
+            "rounding of x + bias, amplified by |z act'(z)| <= |act(z)| + 0.15: "
+            "atol 2 * 0.15u",
+        ),
+        torch.bfloat16: Tolerance(
+            1.2e-3,
+            8e-3,
+            "u = 2^-8; rtol 2u: output rounding, plus the eager baseline's "
+            "rounding of x + bias, amplified by |z act'(z)| <= |act(z)| + 0.15: "
+            "atol 2 * 0.15u",
+        ),
+        torch.float32: Tolerance(
+            1e-6,
+            1e-5,
+            "fp32 math; exp via ex2.approx (2^-22 relative plus the rounding "
+            "of its argument); atol: torch's 0.5 z (1 + tanh u) cancels for "
+            "negative z, losing ~|z| 2^-24 absolute",
+        ),
     },
     flops=_flops,
     bytes_moved=_bytes,
     shape_sets={
         "cpu": [
-            shape_entry("tiny, non-power-of-two row (3 masked lanes of 8), gelu-tanh with bias", M=3, N=5, gelu=1, bias=1),
-            shape_entry("strided rows (row stride 80 > N = 70), more rows than one tile, silu with bias",
-               M=33, N=70, stride=80, silu=1, bias=1),
-            shape_entry("one more than a block (129 pads to 256), relu without bias (HAS_BIAS false)",
-               M=16, N=129, relu=1, bias=0),
+            shape_entry(
+                "tiny, non-power-of-two row (3 masked lanes of 8), gelu-tanh with bias", M=3, N=5, gelu=1, bias=1
+            ),
+            shape_entry(
+                "strided rows (row stride 80 > N = 70), more rows than one tile, silu with bias",
+                M=33,
+                N=70,
+                stride=80,
+                silu=1,
+                bias=1,
+            ),
+            shape_entry(
+                "one more than a block (129 pads to 256), relu without bias (HAS_BIAS false)",
+                M=16,
+                N=129,
+                relu=1,
+                bias=0,
+            ),
         ],
         "gpu": [
             shape_entry("launch-bound: 64 x 1024 relu with bias, a few dozen tiles", M=64, N=1024, relu=1, bias=1),
-            shape_entry("L2-resident: 1024 x 4096 (32 MB of traffic at fp32), silu with bias", M=1024, N=4096, silu=1, bias=1),
-            shape_entry("HBM-bound: 64M elements (256 MB at fp16), relu, the cheapest activation: pure bandwidth",
-               M=16384, N=4096, relu=1, bias=1),
-            shape_entry("LLaMA-7B MLP width 11008 (not a multiple of 1024), silu, no bias as in LLaMA",
-               M=8192, N=11008, silu=1, bias=0),
-            shape_entry("GPT-style MLP 4 x 4096, gelu-tanh with bias: the fusion of seed 002 section 4.3",
-               M=8192, N=16384, gelu=1, bias=1),
+            shape_entry(
+                "L2-resident: 1024 x 4096 (32 MB of traffic at fp32), silu with bias", M=1024, N=4096, silu=1, bias=1
+            ),
+            shape_entry(
+                "HBM-bound: 64M elements (256 MB at fp16), relu, the cheapest activation: pure bandwidth",
+                M=16384,
+                N=4096,
+                relu=1,
+                bias=1,
+            ),
+            shape_entry(
+                "LLaMA-7B MLP width 11008 (not a multiple of 1024), silu, no bias as in LLaMA",
+                M=8192,
+                N=11008,
+                silu=1,
+                bias=0,
+            ),
+            shape_entry(
+                "GPT-style MLP 4 x 4096, gelu-tanh with bias: the fusion of seed 002 section 4.3",
+                M=8192,
+                N=16384,
+                gelu=1,
+                bias=1,
+            ),
         ],
     },
 )

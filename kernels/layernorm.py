@@ -25,8 +25,18 @@ import triton.language as tl
 
 from kernelscope.baselines import compiled
 from kernelscope.heuristics import idle_warps, whole_row_unsupported
-from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn,
-                              Shape, shape_entry, Tolerance)
+from kernelscope.spec import (
+    Implementation,
+    Inputs,
+    Invariant,
+    KernelSpec,
+    Shape,
+    Tolerance,
+    element_size,
+    generator,
+    randn,
+    shape_entry,
+)
 
 EPS = 1e-5
 # Largest row the one-program-per-row kernel accepts: the whole row lives in registers.
@@ -38,9 +48,13 @@ LOOP_NUM_WARPS = (4, 8)
 
 @triton.jit
 def _layernorm_row_kernel(
-    out_ptr, x_ptr, w_ptr, b_ptr,
+    out_ptr,
+    x_ptr,
+    w_ptr,
+    b_ptr,
     N,
-    stride_xm, stride_om,
+    stride_xm,
+    stride_om,
     eps,
     BLOCK_N: tl.constexpr,
 ):
@@ -66,9 +80,13 @@ def _layernorm_row_kernel(
 
 @triton.jit
 def _layernorm_looped_kernel(
-    out_ptr, x_ptr, w_ptr, b_ptr,
+    out_ptr,
+    x_ptr,
+    w_ptr,
+    b_ptr,
     N,
-    stride_xm, stride_om,
+    stride_xm,
+    stride_om,
     eps,
     BLOCK_N: tl.constexpr,
 ):
@@ -105,8 +123,9 @@ def _layernorm_looped_kernel(
 def _check(inputs: Inputs, out: torch.Tensor) -> None:
     x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
     if x.ndim != 2 or x.stride(1) != 1:
-        raise ValueError(f"layernorm expects a 2-D x with unit column stride, got shape {tuple(x.shape)} "
-                         f"strides {x.stride()}")
+        raise ValueError(
+            f"layernorm expects a 2-D x with unit column stride, got shape {tuple(x.shape)} strides {x.stride()}"
+        )
     if out.shape != x.shape or out.stride(1) != 1:
         raise ValueError(f"output must match x's shape {tuple(x.shape)} with unit column stride")
     for name, t in (("weight", w), ("bias", b)):
@@ -120,8 +139,7 @@ def _launcher(kernel, inputs: Inputs, out: torch.Tensor, block_n: int, num_warps
     n_rows, n_cols = x.shape
 
     def run() -> torch.Tensor:
-        kernel[(n_rows,)](out, x, w, b, n_cols, x.stride(0), out.stride(0), EPS, BLOCK_N=block_n,
-                          num_warps=num_warps)
+        kernel[(n_rows,)](out, x, w, b, n_cols, x.stride(0), out.stride(0), EPS, BLOCK_N=block_n, num_warps=num_warps)
         return out
 
     return run
@@ -294,40 +312,82 @@ KERNEL = KernelSpec(
     make_output=make_output,
     reference=reference,
     implementations=[
-        Implementation("triton_row", "triton", _prepare_row,
-                       description="one program per row, whole row in registers, mean then centred variance",
-                       configs=_row_configs, default_config=_row_default, prune=_row_prune,
-                       supports=_row_supports),
-        Implementation("triton_looped", "triton", _prepare_looped,
-                       description="one program per row, three passes over BLOCK_N-wide chunks (tutorial 05)",
-                       configs=_looped_configs, default_config=_looped_default, prune=_looped_prune),
-        Implementation("torch", "eager", _torch_eager, description="torch.nn.functional.layer_norm (ATen)",
-                       writes_out=False),
-        Implementation("torch_compile", "compile", _torch_compile,
-                       description="torch.compile(F.layer_norm), Inductor-generated Triton", writes_out=False),
+        Implementation(
+            "triton_row",
+            "triton",
+            _prepare_row,
+            description="one program per row, whole row in registers, mean then centred variance",
+            configs=_row_configs,
+            default_config=_row_default,
+            prune=_row_prune,
+            supports=_row_supports,
+        ),
+        Implementation(
+            "triton_looped",
+            "triton",
+            _prepare_looped,
+            description="one program per row, three passes over BLOCK_N-wide chunks (tutorial 05)",
+            configs=_looped_configs,
+            default_config=_looped_default,
+            prune=_looped_prune,
+        ),
+        Implementation(
+            "torch", "eager", _torch_eager, description="torch.nn.functional.layer_norm (ATen)", writes_out=False
+        ),
+        Implementation(
+            "torch_compile",
+            "compile",
+            _torch_compile,
+            description="torch.compile(F.layer_norm), Inductor-generated Triton",
+            writes_out=False,
+        ),
     ],
     negative_controls=[
-        Implementation("no_eps", "eager", _no_eps, writes_out=False,
-                       description="rsqrt(var) without eps: 3.3x too large when var = eps / 10, NaN on constant rows"),
-        Implementation("one_pass_variance_fp16", "eager", _one_pass_variance_fp16, writes_out=False,
-                       description="E[x^2] - E[x]^2 in fp16: catastrophic cancellation on rows offset by 32 std"),
+        Implementation(
+            "no_eps",
+            "eager",
+            _no_eps,
+            writes_out=False,
+            description="rsqrt(var) without eps: 3.3x too large when var = eps / 10, NaN on constant rows",
+        ),
+        Implementation(
+            "one_pass_variance_fp16",
+            "eager",
+            _one_pass_variance_fp16,
+            writes_out=False,
+            description="E[x^2] - E[x]^2 in fp16: catastrophic cancellation on rows offset by 32 std",
+        ),
     ],
     tolerances={
-        torch.float16: Tolerance(1e-4, 1e-3, "fp32 statistics, one rounding to fp16 (2^-11 relative); atol "
-                                             "for y near 0 and fp32's mean error on rows offset by 32 std"),
-        torch.bfloat16: Tolerance(1e-3, 8e-3, "fp32 statistics, one rounding to bf16 (2^-8 relative) with 2x "
-                                              "margin; atol for y near 0"),
-        torch.float32: Tolerance(1e-4, 1e-5, "fp32 statistics: on rows offset by 32 std the fp32 mean is off "
-                                             "by <= ~6e-6 std (2^-24 * 32 per rounding; max over 4096 rows of "
-                                             "a simulated GPU reduction order), times weight <= 1.5; ~7x margin"),
+        torch.float16: Tolerance(
+            1e-4,
+            1e-3,
+            "fp32 statistics, one rounding to fp16 (2^-11 relative); atol "
+            "for y near 0 and fp32's mean error on rows offset by 32 std",
+        ),
+        torch.bfloat16: Tolerance(
+            1e-3, 8e-3, "fp32 statistics, one rounding to bf16 (2^-8 relative) with 2x margin; atol for y near 0"
+        ),
+        torch.float32: Tolerance(
+            1e-4,
+            1e-5,
+            "fp32 statistics: on rows offset by 32 std the fp32 mean is off "
+            "by <= ~6e-6 std (2^-24 * 32 per rounding; max over 4096 rows of "
+            "a simulated GPU reduction order), times weight <= 1.5; ~7x margin",
+        ),
     },
     flops=_flops,
     bytes_moved=_bytes,
     invariants=[
-        Invariant("normalised_mean_error", _row_mean_error, _moment_limit,
-                  "before the affine step every row has mean 0"),
-        Invariant("normalised_variance_error", _row_variance_error, _moment_limit,
-                  "before the affine step every row has variance var / (var + eps)"),
+        Invariant(
+            "normalised_mean_error", _row_mean_error, _moment_limit, "before the affine step every row has mean 0"
+        ),
+        Invariant(
+            "normalised_variance_error",
+            _row_variance_error,
+            _moment_limit,
+            "before the affine step every row has variance var / (var + eps)",
+        ),
     ],
     shape_sets={
         "cpu": [
@@ -338,12 +398,22 @@ KERNEL = KernelSpec(
         "gpu": [
             shape_entry("decode-sized batch: 32 rows of 4096, a quarter of the SMs busy (launch-bound)", M=32, N=4096),
             shape_entry("LLaMA-7B hidden size, 16384 tokens: 256 MB of traffic at fp16", M=16384, N=4096),
-            shape_entry("LLaMA-70B hidden size, 16384 tokens: 512 MB at fp16, 32 fp32 elements per thread at 8 warps",
-               M=16384, N=8192),
-            shape_entry("odd N just past a power of two: the row kernel pads 4097 to 8192, the looped one has a "
-               "1-element tail chunk", M=8192, N=4097),
-            shape_entry("wide rows, N = 65536: the row kernel's register limit against the looped kernel; 256 MB at fp16",
-               M=1024, N=65536),
+            shape_entry(
+                "LLaMA-70B hidden size, 16384 tokens: 512 MB at fp16, 32 fp32 elements per thread at 8 warps",
+                M=16384,
+                N=8192,
+            ),
+            shape_entry(
+                "odd N just past a power of two: the row kernel pads 4097 to 8192, the looped one has a "
+                "1-element tail chunk",
+                M=8192,
+                N=4097,
+            ),
+            shape_entry(
+                "wide rows, N = 65536: the row kernel's register limit against the looped kernel; 256 MB at fp16",
+                M=1024,
+                N=65536,
+            ),
         ],
     },
 )

@@ -38,8 +38,18 @@ import triton.language as tl
 
 from kernelscope import runtime
 from kernelscope.baselines import compiled
-from kernelscope.spec import (element_size, generator, Implementation, Inputs, KernelSpec, randn, Target, Shape,
-                              shape_entry, Tolerance)
+from kernelscope.spec import (
+    Implementation,
+    Inputs,
+    KernelSpec,
+    Shape,
+    Target,
+    Tolerance,
+    element_size,
+    generator,
+    randn,
+    shape_entry,
+)
 
 # Offsets inside the kernels are int32 (cheaper address arithmetic); larger operands are refused.
 MAX_OPERAND_ELEMENTS = 2**31 - 1
@@ -55,6 +65,7 @@ HAS_DEVICE_DESCRIPTORS = hasattr(tl, "make_tensor_descriptor") and hasattr(trito
 # --------------------------------------------------------------------------------------------------------
 # Kernels
 # --------------------------------------------------------------------------------------------------------
+
 
 @triton.jit
 def _tile_coordinates(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
@@ -84,12 +95,25 @@ def _mma(a, b, acc, DOT_IN_FP32: tl.constexpr):
 
 @triton.jit
 def _tile_dot_pointers(
-    a_ptr, b_ptr,
-    M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn,
-    pid_m, pid_n,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_IN_FP32: tl.constexpr,
-    ALIGN_AM: tl.constexpr, ALIGN_AK: tl.constexpr, ALIGN_BK: tl.constexpr, ALIGN_BN: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    pid_m,
+    pid_n,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr,
+    ALIGN_AM: tl.constexpr,
+    ALIGN_AK: tl.constexpr,
+    ALIGN_BK: tl.constexpr,
+    ALIGN_BN: tl.constexpr,
     ALIGN_K: tl.constexpr,
 ):
     """fp32 accumulator of one [BLOCK_M, BLOCK_N] tile of A @ B, read through pointers.
@@ -118,7 +142,7 @@ def _tile_dot_pointers(
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_full = K // BLOCK_K
-    for k in range(0, k_full):
+    for _k in range(0, k_full):
         a = tl.load(a_ptrs)
         b = tl.load(b_ptrs)
         acc = _mma(a, b, acc, DOT_IN_FP32)
@@ -133,8 +157,7 @@ def _tile_dot_pointers(
 
 
 @triton.jit
-def _store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Round the fp32 tile once to C's dtype and store the part inside [M, N]."""
     offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -146,17 +169,30 @@ def _store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n,
 @triton.jit
 def _matmul_grouped_kernel(
     # pointers
-    a_ptr, b_ptr, c_ptr,
+    a_ptr,
+    b_ptr,
+    c_ptr,
     # sizes
-    M, N, K,
+    M,
+    N,
+    K,
     # strides
-    stride_am, stride_ak,
-    stride_bk, stride_bn,
-    stride_cm, stride_cn,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
     # meta-parameters
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, DOT_IN_FP32: tl.constexpr,
-    ALIGN_AM: tl.constexpr, ALIGN_AK: tl.constexpr, ALIGN_BK: tl.constexpr, ALIGN_BN: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr,
+    ALIGN_AM: tl.constexpr,
+    ALIGN_AK: tl.constexpr,
+    ALIGN_BK: tl.constexpr,
+    ALIGN_BN: tl.constexpr,
     ALIGN_K: tl.constexpr,
 ):
     """One program per C tile on a 1-D grid of cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs, ordered by
@@ -164,23 +200,45 @@ def _matmul_grouped_kernel(
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _tile_coordinates(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
-    acc = _tile_dot_pointers(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                             pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, DOT_IN_FP32,
-                             ALIGN_AM, ALIGN_AK, ALIGN_BK, ALIGN_BN, ALIGN_K)
+    acc = _tile_dot_pointers(
+        a_ptr,
+        b_ptr,
+        M,
+        N,
+        K,
+        stride_am,
+        stride_ak,
+        stride_bk,
+        stride_bn,
+        pid_m,
+        pid_n,
+        BLOCK_M,
+        BLOCK_N,
+        BLOCK_K,
+        DOT_IN_FP32,
+        ALIGN_AM,
+        ALIGN_AK,
+        ALIGN_BK,
+        ALIGN_BN,
+        ALIGN_K,
+    )
     _store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
-def _operand_descriptor(ptr, ROWS, COLS, stride_row, stride_col,
-                        BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, COL_MAJOR: tl.constexpr):
+def _operand_descriptor(
+    ptr, ROWS, COLS, stride_row, stride_col, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, COL_MAJOR: tl.constexpr
+):
     """Descriptor over a [ROWS, COLS] operand. TMA needs the innermost dimension contiguous, so a
     column-major operand (``stride_row == 1``) is described as its transpose [COLS, ROWS]."""
     if COL_MAJOR:
-        desc = tl.make_tensor_descriptor(ptr, shape=[COLS, ROWS], strides=[stride_col, 1],
-                                         block_shape=[BLOCK_COLS, BLOCK_ROWS])
+        desc = tl.make_tensor_descriptor(
+            ptr, shape=[COLS, ROWS], strides=[stride_col, 1], block_shape=[BLOCK_COLS, BLOCK_ROWS]
+        )
     else:
-        desc = tl.make_tensor_descriptor(ptr, shape=[ROWS, COLS], strides=[stride_row, 1],
-                                         block_shape=[BLOCK_ROWS, BLOCK_COLS])
+        desc = tl.make_tensor_descriptor(
+            ptr, shape=[ROWS, COLS], strides=[stride_row, 1], block_shape=[BLOCK_ROWS, BLOCK_COLS]
+        )
     return desc
 
 
@@ -199,18 +257,33 @@ def _load_operand(desc, row, col, COL_MAJOR: tl.constexpr):
 @triton.jit
 def _matmul_persistent_kernel(
     # pointers
-    a_ptr, b_ptr, c_ptr,
+    a_ptr,
+    b_ptr,
+    c_ptr,
     # sizes
-    M, N, K,
+    M,
+    N,
+    K,
     # strides
-    stride_am, stride_ak,
-    stride_bk, stride_bn,
-    stride_cm, stride_cn,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
     # meta-parameters
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
-    USE_TMA: tl.constexpr, A_COL_MAJOR: tl.constexpr, B_COL_MAJOR: tl.constexpr, DOT_IN_FP32: tl.constexpr,
-    ALIGN_AM: tl.constexpr, ALIGN_AK: tl.constexpr, ALIGN_BK: tl.constexpr, ALIGN_BN: tl.constexpr,
+    USE_TMA: tl.constexpr,
+    A_COL_MAJOR: tl.constexpr,
+    B_COL_MAJOR: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr,
+    ALIGN_AM: tl.constexpr,
+    ALIGN_AK: tl.constexpr,
+    ALIGN_BK: tl.constexpr,
+    ALIGN_BN: tl.constexpr,
     ALIGN_K: tl.constexpr,
 ):
     """Persistent: a grid of at most one program per SM, each looping over the tiles pid, pid + programs,
@@ -225,8 +298,7 @@ def _matmul_persistent_kernel(
     if USE_TMA:
         a_desc = _operand_descriptor(a_ptr, M, K, stride_am, stride_ak, BLOCK_M, BLOCK_K, A_COL_MAJOR)
         b_desc = _operand_descriptor(b_ptr, K, N, stride_bk, stride_bn, BLOCK_K, BLOCK_N, B_COL_MAJOR)
-        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
-                                           block_shape=[BLOCK_M, BLOCK_N])
+        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, BLOCK_N])
     for tile_id in range(tl.program_id(0), num_tiles, num_programs):
         pid_m, pid_n = _tile_coordinates(tile_id, num_pid_m, num_pid_n, GROUP_M)
         if USE_TMA:
@@ -239,9 +311,28 @@ def _matmul_persistent_kernel(
                 acc = _mma(a, b, acc, DOT_IN_FP32)
             c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
         else:
-            acc = _tile_dot_pointers(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                                     pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, DOT_IN_FP32,
-                                     ALIGN_AM, ALIGN_AK, ALIGN_BK, ALIGN_BN, ALIGN_K)
+            acc = _tile_dot_pointers(
+                a_ptr,
+                b_ptr,
+                M,
+                N,
+                K,
+                stride_am,
+                stride_ak,
+                stride_bk,
+                stride_bn,
+                pid_m,
+                pid_n,
+                BLOCK_M,
+                BLOCK_N,
+                BLOCK_K,
+                DOT_IN_FP32,
+                ALIGN_AM,
+                ALIGN_AK,
+                ALIGN_BK,
+                ALIGN_BN,
+                ALIGN_K,
+            )
             _store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N)
 
 
@@ -249,8 +340,13 @@ def _matmul_persistent_kernel(
 # TMA feature check and descriptor scratch memory
 # --------------------------------------------------------------------------------------------------------
 
-def tma_unsupported_reason(operands: Mapping[str, tuple[Sequence[int], int]], elem_bytes: int,
-                           limits: Mapping[str, Any], has_descriptors: bool = HAS_DEVICE_DESCRIPTORS) -> str | None:
+
+def tma_unsupported_reason(
+    operands: Mapping[str, tuple[Sequence[int], int]],
+    elem_bytes: int,
+    limits: Mapping[str, Any],
+    has_descriptors: bool = HAS_DEVICE_DESCRIPTORS,
+) -> str | None:
     """Why tensor descriptors cannot serve these operands, or None if they can.
 
     ``operands`` maps a name to ``(strides, data_ptr)`` of a 2-D operand; ``limits`` is
@@ -303,6 +399,7 @@ _SCRATCH = _DescriptorScratch()
 # Launchers
 # --------------------------------------------------------------------------------------------------------
 
+
 def _operands(inputs: Inputs, out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int, int, int]:
     a, b = inputs["a"], inputs["b"]
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
@@ -328,15 +425,22 @@ def stride_alignment(stride: int) -> int:
 def _alignments(a: torch.Tensor, b: torch.Tensor, K: int) -> dict[str, int]:
     """The kernels' ALIGN_* constexprs: for each stride of A and B, and for the reduction length ``K`` the
     kernel is launched with (which the negative control sets to one less than A's)."""
-    return {f"ALIGN_{name}": stride_alignment(value)
-            for name, value in zip(("AM", "AK", "BK", "BN", "K"), (*a.stride(), *b.stride(), K))}
+    return {
+        f"ALIGN_{name}": stride_alignment(value)
+        for name, value in zip(("AM", "AK", "BK", "BN", "K"), (*a.stride(), *b.stride(), K))
+    }
 
 
 def _meta(config: Mapping[str, Any], dtype: torch.dtype) -> dict[str, Any]:
-    return {"BLOCK_M": int(config["BLOCK_M"]), "BLOCK_N": int(config["BLOCK_N"]), "BLOCK_K": int(config["BLOCK_K"]),
-            "GROUP_M": int(config["GROUP_M"]), "num_warps": int(config["num_warps"]),
-            "num_stages": int(config["num_stages"]),
-            "DOT_IN_FP32": bool(runtime.device_limits()["interpreter"]) and dtype == torch.bfloat16}
+    return {
+        "BLOCK_M": int(config["BLOCK_M"]),
+        "BLOCK_N": int(config["BLOCK_N"]),
+        "BLOCK_K": int(config["BLOCK_K"]),
+        "GROUP_M": int(config["GROUP_M"]),
+        "num_warps": int(config["num_warps"]),
+        "num_stages": int(config["num_stages"]),
+        "DOT_IN_FP32": bool(runtime.device_limits()["interpreter"]) and dtype == torch.bfloat16,
+    }
 
 
 def _num_tiles(M: int, N: int, config: Mapping[str, Any]) -> int:
@@ -370,8 +474,11 @@ def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
     grid = persistent_grid(M, N, config, runtime.device_limits()["num_sms"])
     use_tma = bool(config["TMA"])
     if use_tma:
-        operands = {"A": (a.stride(), a.data_ptr()), "B": (b.stride(), b.data_ptr()),
-                    "C": (out.stride(), out.data_ptr())}
+        operands = {
+            "A": (a.stride(), a.data_ptr()),
+            "B": (b.stride(), b.data_ptr()),
+            "C": (out.stride(), out.data_ptr()),
+        }
         reason = tma_unsupported_reason(operands, a.element_size(), runtime.device_limits())
         if reason is None and out.stride(1) != 1:
             reason = "C: the store descriptor needs C's columns contiguous"
@@ -381,8 +488,13 @@ def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
         # A ContextVar read at launch: set here, in the process and thread that will launch.
         triton.set_allocator(_SCRATCH)
     args = (a, b, out, M, N, K, *_strides(a, b, out))
-    meta = {**_meta(config, a.dtype), **_alignments(a, b, K), "USE_TMA": use_tma,
-            "A_COL_MAJOR": use_tma and _col_major(a.stride()), "B_COL_MAJOR": use_tma and _col_major(b.stride())}
+    meta = {
+        **_meta(config, a.dtype),
+        **_alignments(a, b, K),
+        "USE_TMA": use_tma,
+        "A_COL_MAJOR": use_tma and _col_major(a.stride()),
+        "B_COL_MAJOR": use_tma and _col_major(b.stride()),
+    }
 
     def run() -> torch.Tensor:
         _matmul_persistent_kernel[grid](*args, **meta)
@@ -395,9 +507,17 @@ def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
 # Config spaces
 # --------------------------------------------------------------------------------------------------------
 
+
 def _config(block_m: int, block_n: int, block_k: int, group_m: int, warps: int, stages: int, **extra: int) -> dict:
-    return {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "GROUP_M": group_m,
-            "num_warps": warps, "num_stages": stages, **extra}
+    return {
+        "BLOCK_M": block_m,
+        "BLOCK_N": block_n,
+        "BLOCK_K": block_k,
+        "GROUP_M": group_m,
+        "num_warps": warps,
+        "num_stages": stages,
+        **extra,
+    }
 
 
 # Tiles known to do well on Hopper for 16-bit inputs: Triton's matmul tutorials (03, 09) and the
@@ -432,8 +552,14 @@ def _grouped_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
 
 # Persistent: TMA on for the Hopper tiles (the path the variant exists for), off for the three strongest
 # so the sweep measures what TMA buys; both paths for the small tiles.
-_PERSISTENT_TMA_TILES = [(128, 256, 64, 8, 8, 3), (256, 128, 64, 8, 8, 3), (128, 128, 64, 8, 8, 4),
-                         (128, 128, 64, 8, 4, 4), (128, 64, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4)]
+_PERSISTENT_TMA_TILES = [
+    (128, 256, 64, 8, 8, 3),
+    (256, 128, 64, 8, 8, 3),
+    (128, 128, 64, 8, 8, 4),
+    (128, 128, 64, 8, 4, 4),
+    (128, 64, 64, 8, 4, 4),
+    (64, 64, 64, 8, 4, 4),
+]
 _PERSISTENT_POINTER_TILES = [(128, 256, 64, 8, 8, 3), (128, 128, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4)]
 
 
@@ -496,8 +622,10 @@ def _common_prune(config, shape: Shape, dtype: torch.dtype, limits, c_tile: bool
             return f"{block}={config[block]} is more than twice {dim}={shape[dim]}: over half the tile is padding"
     smem = _shared_memory_bytes(config, dtype, c_tile)
     if smem > limits["max_shared_mem_per_block"]:
-        return (f"needs ~{smem // 1024} KB of shared memory ({config['num_stages']} stages"
-                f"{' + C tile' if c_tile else ''}), the device has {limits['max_shared_mem_per_block'] // 1024} KB")
+        return (
+            f"needs ~{smem // 1024} KB of shared memory ({config['num_stages']} stages"
+            f"{' + C tile' if c_tile else ''}), the device has {limits['max_shared_mem_per_block'] // 1024} KB"
+        )
     return None
 
 
@@ -533,6 +661,7 @@ def _supports(shape: Shape, dtype: torch.dtype) -> str | None:
 # --------------------------------------------------------------------------------------------------------
 # Baselines, negative control, inputs, reference
 # --------------------------------------------------------------------------------------------------------
+
 
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.matmul(a, b)
@@ -601,14 +730,22 @@ def _bytes(shape: Shape, dtype: torch.dtype) -> float:
 # no averaging); (3) cuBLAS may reduce split-K partials in the stored dtype (torch allows reduced-
 # precision reductions by default): one rounding of a partial below ~2, 2u absolute. atol = max of (2), (3).
 _TOLERANCES = {
-    torch.float16: Tolerance(2e-3, 1e-3, "C rounded once to fp16 (rtol 2 x 2^-11); atol bounds fp32 accumulation "
-                                         "of K <= 8192 terms of a unit-variance result (K x 2^-24 x 4) and an "
-                                         "fp16 split-K reduction in cuBLAS (a partial below ~2 rounded once: "
-                                         "2 x 2^-11)"),
-    torch.bfloat16: Tolerance(8e-3, 8e-3, "C rounded once to bf16 (rtol 2 x 2^-8, which also holds the "
-                                          "interpreter's truncating cast: < 1 ulp = 2^-7); atol covers cuBLAS "
-                                          "reducing split-K partials below ~2 in bf16 (2 x 2^-8 = 7.8e-3), which "
-                                          "exceeds the fp32 accumulation bound (2e-3)"),
+    torch.float16: Tolerance(
+        2e-3,
+        1e-3,
+        "C rounded once to fp16 (rtol 2 x 2^-11); atol bounds fp32 accumulation "
+        "of K <= 8192 terms of a unit-variance result (K x 2^-24 x 4) and an "
+        "fp16 split-K reduction in cuBLAS (a partial below ~2 rounded once: "
+        "2 x 2^-11)",
+    ),
+    torch.bfloat16: Tolerance(
+        8e-3,
+        8e-3,
+        "C rounded once to bf16 (rtol 2 x 2^-8, which also holds the "
+        "interpreter's truncating cast: < 1 ulp = 2^-7); atol covers cuBLAS "
+        "reducing split-K partials below ~2 in bf16 (2 x 2^-8 = 7.8e-3), which "
+        "exceeds the fp32 accumulation bound (2e-3)",
+    ),
 }
 
 
@@ -619,59 +756,119 @@ KERNEL = KernelSpec(
     make_output=make_output,
     reference=reference,
     implementations=[
-        Implementation("triton_grouped", "triton", _prepare_grouped,
-                       description="one program per tile, 1-D grid in GROUP_M swizzle order, pointer loads "
-                                   "with any strides, K tail masked (seed 002 §4.2)",
-                       configs=_grouped_configs, default_config=_grouped_default, prune=_grouped_prune,
-                       supports=_supports),
-        Implementation("triton_persistent", "triton", _prepare_persistent,
-                       description="min(tiles, SMs) programs looping over tiles in GROUP_M order; TMA=1: "
-                                   "device-side tensor descriptors (sm_90+), TMA=0: pointer loads",
-                       configs=_persistent_configs, default_config=_persistent_default, prune=_persistent_prune,
-                       supports=_supports),
-        Implementation("torch", "eager", _torch_eager, description="torch.matmul (cuBLAS on the GPU)",
-                       writes_out=False),
-        Implementation("torch_compile", "compile", _torch_compile,
-                       description="torch.compile(torch.matmul): Inductor, which calls the same extern mm "
-                                   "unless max-autotune is on", writes_out=False),
+        Implementation(
+            "triton_grouped",
+            "triton",
+            _prepare_grouped,
+            description="one program per tile, 1-D grid in GROUP_M swizzle order, pointer loads "
+            "with any strides, K tail masked (seed 002 §4.2)",
+            configs=_grouped_configs,
+            default_config=_grouped_default,
+            prune=_grouped_prune,
+            supports=_supports,
+        ),
+        Implementation(
+            "triton_persistent",
+            "triton",
+            _prepare_persistent,
+            description="min(tiles, SMs) programs looping over tiles in GROUP_M order; TMA=1: "
+            "device-side tensor descriptors (sm_90+), TMA=0: pointer loads",
+            configs=_persistent_configs,
+            default_config=_persistent_default,
+            prune=_persistent_prune,
+            supports=_supports,
+        ),
+        Implementation(
+            "torch", "eager", _torch_eager, description="torch.matmul (cuBLAS on the GPU)", writes_out=False
+        ),
+        Implementation(
+            "torch_compile",
+            "compile",
+            _torch_compile,
+            description="torch.compile(torch.matmul): Inductor, which calls the same extern mm "
+            "unless max-autotune is on",
+            writes_out=False,
+        ),
     ],
     targets=[
-        Target("triton_grouped", "speedup", 0.85, baseline="torch", dtypes=("float16", "bfloat16"),
-               shapes={"M": (4096, None)},
-               reason="large tensor-core products against cuBLAS: a tiled Triton matmul with grouped ordering"),
-        Target("triton_persistent", "speedup", 0.95, baseline="torch", dtypes=("float16", "bfloat16"),
-               shapes={"M": (4096, None)},
-               reason="the persistent TMA kernel exists to close the gap to cuBLAS at large sizes"),
+        Target(
+            "triton_grouped",
+            "speedup",
+            0.85,
+            baseline="torch",
+            dtypes=("float16", "bfloat16"),
+            shapes={"M": (4096, None)},
+            reason="large tensor-core products against cuBLAS: a tiled Triton matmul with grouped ordering",
+        ),
+        Target(
+            "triton_persistent",
+            "speedup",
+            0.95,
+            baseline="torch",
+            dtypes=("float16", "bfloat16"),
+            shapes={"M": (4096, None)},
+            reason="the persistent TMA kernel exists to close the gap to cuBLAS at large sizes",
+        ),
     ],
     negative_controls=[
-        Implementation("k_off_by_one", "eager", _k_off_by_one,
-                       description="grouped kernel launched with K - 1: drops the last reduction term"),
+        Implementation(
+            "k_off_by_one",
+            "eager",
+            _k_off_by_one,
+            description="grouped kernel launched with K - 1: drops the last reduction term",
+        ),
     ],
     tolerances=_TOLERANCES,
     flops=_flops,
     bytes_moved=_bytes,
     shape_sets={
         "cpu": [
-            shape_entry("nothing a multiple of a tile: masked M/N edges and a K tail (65 = 64 + 1); fp16 rows of 65 "
-               "elements are not 16-byte aligned, so the persistent default falls back to pointers",
-               M=33, N=47, K=65),
-            shape_entry("both operands column-major (transposed views), edges not multiples of 32; aligned, so the "
-               "persistent default reads them through transposed descriptors", M=48, N=40, K=72, transA=1, transB=1),
-            shape_entry("exact multiple of every tile in the space that fits: no masked element anywhere", M=64, N=64, K=64),
+            shape_entry(
+                "nothing a multiple of a tile: masked M/N edges and a K tail (65 = 64 + 1); fp16 rows of 65 "
+                "elements are not 16-byte aligned, so the persistent default falls back to pointers",
+                M=33,
+                N=47,
+                K=65,
+            ),
+            shape_entry(
+                "both operands column-major (transposed views), edges not multiples of 32; aligned, so the "
+                "persistent default reads them through transposed descriptors",
+                M=48,
+                N=40,
+                K=72,
+                transA=1,
+                transB=1,
+            ),
+            shape_entry(
+                "exact multiple of every tile in the space that fits: no masked element anywhere", M=64, N=64, K=64
+            ),
         ],
         "gpu": [
             shape_entry("launch-bound: 4 tiles of 128x128, far fewer than 132 SMs", M=256, N=256, K=256),
-            shape_entry("the issue's target size (>= 0.85x cuBLAS, persistent >= 0.95x): 32 MB per operand at fp16",
-               M=4096, N=4096, K=4096),
+            shape_entry(
+                "the issue's target size (>= 0.85x cuBLAS, persistent >= 0.95x): 32 MB per operand at fp16",
+                M=4096,
+                N=4096,
+                K=4096,
+            ),
             shape_entry("the issue's large target: 128 MB per operand, far past the 60 MB L2", M=8192, N=8192, K=8192),
-            shape_entry("short K with a tail (1000 = 15 x 64 + 40), output-heavy. K % 16 != 0: Triton cannot prove "
-               "A's rows 16-byte aligned, nor a K mask a multiple of the vector width, so a kernel that masks "
-               "every K block loads single elements (no cp.async at all in the sm_90 PTX); the pointer path's "
-               "unmasked main loop and stride hints restore 16-byte cp.async, the K hint 16-byte loads in the "
-               "masked tail, and TMA is unaffected",
-               M=8192, N=8192, K=1000),
-            shape_entry("nn.Linear layout x @ W.T: B column-major, read through a transposed descriptor / strided loads",
-               M=4096, N=4096, K=4096, transB=1),
+            shape_entry(
+                "short K with a tail (1000 = 15 x 64 + 40), output-heavy. K % 16 != 0: Triton cannot prove "
+                "A's rows 16-byte aligned, nor a K mask a multiple of the vector width, so a kernel that masks "
+                "every K block loads single elements (no cp.async at all in the sm_90 PTX); the pointer path's "
+                "unmasked main loop and stride hints restore 16-byte cp.async, the K hint 16-byte loads in the "
+                "masked tail, and TMA is unaffected",
+                M=8192,
+                N=8192,
+                K=1000,
+            ),
+            shape_entry(
+                "nn.Linear layout x @ W.T: B column-major, read through a transposed descriptor / strided loads",
+                M=4096,
+                N=4096,
+                K=4096,
+                transB=1,
+            ),
         ],
     },
 )

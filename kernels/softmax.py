@@ -43,14 +43,15 @@ Variants:
   from the compiled kernel's registers and the device's occupancy limits; the spin is bounded, and
   unpublished partials read as NaN, so a barrier that ever failed would fail the correctness gate
   rather than hang or pass. Under the interpreter (programs run one after another) it is two
-  launches, publish then combine, with the same arithmetic. Measured on the H200 (run of 93b7ea7, fp16):
-  correct everywhere, but slower than ``triton_online`` where it was meant to win (129.8 vs 111.2 µs at
-  N=262144, 122.7 vs 91.6 µs at N=65536): a barrier through global memory per row costs more than the
-  third of the traffic it saves. It stays as the measured alternative, on rows of N >= SPLIT_MIN_N.
+  launches, publish then combine, with the same arithmetic. A barrier through global memory per row can
+  cost more than the third of the traffic it saves, so it is the measured alternative to
+  ``triton_online``, run on rows of N >= SPLIT_MIN_N (how it fared on the H200: docs/kernel-notes.md).
 
 Negative controls: ``naive_no_max`` (no max subtraction: exp overflows on large logits) and
 ``online_no_rescale`` (``triton_online`` that forgets to rescale the running sum when the max grows:
 blocks read before the max overcount by ``exp(m_new - m_old)``).
+
+Measured numbers behind the defaults and bounds here are in docs/kernel-notes.md.
 """
 
 from __future__ import annotations
@@ -63,10 +64,21 @@ import triton
 import triton.language as tl
 
 from kernelscope.baselines import compiled
-from kernelscope.runtime import device_limits
 from kernelscope.heuristics import idle_warps, row_spills, whole_row_unsupported
-from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn, Target,
-                              Shape, shape_entry, Tolerance)
+from kernelscope.runtime import device_limits
+from kernelscope.spec import (
+    Implementation,
+    Inputs,
+    Invariant,
+    KernelSpec,
+    Shape,
+    Target,
+    Tolerance,
+    element_size,
+    generator,
+    randn,
+    shape_entry,
+)
 
 # Largest row the one-program-per-row kernel accepts: the whole row lives in registers.
 MAX_ROW_BLOCK = 65536
@@ -74,9 +86,11 @@ MAX_ROW_BLOCK = 65536
 
 @triton.jit
 def _row_softmax_kernel(
-    out_ptr, in_ptr,
+    out_ptr,
+    in_ptr,
     n_cols,
-    in_row_stride, out_row_stride,
+    in_row_stride,
+    out_row_stride,
     BLOCK_SIZE: tl.constexpr,
 ):
     """One program computes one row. ``in_ptr``/``out_ptr``: [n_rows, n_cols], unit column stride."""
@@ -92,8 +106,9 @@ def _row_softmax_kernel(
 
 def _check_rows(x: torch.Tensor, out: torch.Tensor) -> None:
     if x.ndim != 2 or x.stride(1) != 1:
-        raise ValueError(f"softmax expects a 2-D tensor with unit column stride, got shape {tuple(x.shape)} "
-                         f"strides {x.stride()}")
+        raise ValueError(
+            f"softmax expects a 2-D tensor with unit column stride, got shape {tuple(x.shape)} strides {x.stride()}"
+        )
     if out.shape != x.shape or out.stride(1) != 1:
         raise ValueError(f"output must match the input's shape {tuple(x.shape)} with unit column stride")
 
@@ -106,8 +121,9 @@ def _prepare_row(inputs: Inputs, out: torch.Tensor, config) -> callable:
     num_warps = int(config["num_warps"])
 
     def run() -> torch.Tensor:
-        _row_softmax_kernel[(n_rows,)](out, x, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=block,
-                                       num_warps=num_warps)
+        _row_softmax_kernel[(n_rows,)](
+            out, x, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=block, num_warps=num_warps
+        )
         return out
 
     return run
@@ -157,9 +173,12 @@ def _softmax_whole_row(out_row_ptr, in_row_ptr, n_cols, BLOCK_SIZE: tl.constexpr
 
 @triton.jit
 def _persistent_softmax_kernel(
-    out_ptr, in_ptr,
-    n_rows, n_cols,
-    in_row_stride, out_row_stride,
+    out_ptr,
+    in_ptr,
+    n_rows,
+    n_cols,
+    in_row_stride,
+    out_row_stride,
     BLOCK_SIZE: tl.constexpr,
     NUM_STAGES: tl.constexpr,
     USE_TL_RANGE: tl.constexpr,
@@ -195,9 +214,18 @@ def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
     num_stages, num_warps = int(config["num_stages"]), int(config["num_warps"])
 
     def run() -> torch.Tensor:
-        _persistent_softmax_kernel[grid](out, x, n_rows, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=block,
-                                         NUM_STAGES=num_stages, USE_TL_RANGE=PIPELINED_RANGE,
-                                         num_warps=num_warps)
+        _persistent_softmax_kernel[grid](
+            out,
+            x,
+            n_rows,
+            n_cols,
+            x.stride(0),
+            out.stride(0),
+            BLOCK_SIZE=block,
+            NUM_STAGES=num_stages,
+            USE_TL_RANGE=PIPELINED_RANGE,
+            num_warps=num_warps,
+        )
         return out
 
     return run
@@ -218,8 +246,11 @@ def _persistent_warps(shape: Shape) -> int:
 
 def _persistent_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
     stages = (1, 2) if PIPELINED_RANGE else (1,)
-    return [{"programs_per_sm": p, "num_stages": s, "num_warps": _persistent_warps(shape)}
-            for p in PROGRAMS_PER_SM for s in stages]
+    return [
+        {"programs_per_sm": p, "num_stages": s, "num_warps": _persistent_warps(shape)}
+        for p in PROGRAMS_PER_SM
+        for s in stages
+    ]
 
 
 def _persistent_default(shape: Shape, dtype: torch.dtype) -> dict:
@@ -237,13 +268,17 @@ def _persistent_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str |
     smem = _stage_bytes(shape, dtype, int(config["num_stages"]))
     per_block = limits["max_shared_mem_per_block"]
     if smem > per_block:
-        return (f"{config['num_stages']} stages of a {triton.next_power_of_2(shape['N'])}-wide row need {smem} B of "
-                f"shared memory > {per_block} B")
+        return (
+            f"{config['num_stages']} stages of a {triton.next_power_of_2(shape['N'])}-wide row need {smem} B of "
+            f"shared memory > {per_block} B"
+        )
     programs = int(config["programs_per_sm"])
     if programs * smem > per_block:
         # An SM's shared memory is about one block's maximum (227 of 228 KB on sm_90).
-        return (f"{programs} programs x {smem} B of row buffers exceed an SM's shared memory: the grid could "
-                f"not all be resident, so it would run in waves instead of persisting")
+        return (
+            f"{programs} programs x {smem} B of row buffers exceed an SM's shared memory: the grid could "
+            f"not all be resident, so it would run in waves instead of persisting"
+        )
     return None
 
 
@@ -251,9 +286,8 @@ def _persistent_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str |
 
 # Widest column block of the default config: 4096 fp32 values are 16 registers a thread at 8 warps.
 MAX_DEFAULT_BLOCK_N = 4096
-# ... and for wide rows (N >= WIDE_ROW): 16384 (64 values a thread). On the H200 (run of 93b7ea7, fp16) the
-# sweep's best on both wide cases was 16384: 91.3 vs 132.3 µs at N=65536, 111.1 vs 157.7 µs at N=262144
-# against the 4096-wide default of that run.
+# ... and for wide rows (N >= WIDE_ROW): 16384 (64 values a thread), the sweep's best on the wide cases
+# (docs/kernel-notes.md).
 MAX_DEFAULT_BLOCK_N_WIDE = 16384
 
 
@@ -301,8 +335,15 @@ def _online_block_write(out_row, in_row, start, cols, n_cols, m, inv_s, L2_HINTS
 
 
 @triton.jit
-def _online_softmax_row(out_row, in_row, n_cols, BLOCK_N: tl.constexpr, RESCALE_SUM: tl.constexpr,
-                        L2_HINTS: tl.constexpr, NUM_STAGES: tl.constexpr):
+def _online_softmax_row(
+    out_row,
+    in_row,
+    n_cols,
+    BLOCK_N: tl.constexpr,
+    RESCALE_SUM: tl.constexpr,
+    L2_HINTS: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
     """Softmax of the ``n_cols`` contiguous elements at ``in_row``, ``BLOCK_N`` at a time, into ``out_row``.
 
     ``L2_HINTS``: the first pass loads with ``evict_last`` (keep the row in L2 for the second pass),
@@ -335,9 +376,12 @@ def _online_softmax_row(out_row, in_row, n_cols, BLOCK_N: tl.constexpr, RESCALE_
 
 @triton.jit
 def _online_softmax_kernel(
-    out_ptr, in_ptr,
-    n_rows, n_cols,
-    in_row_stride, out_row_stride,
+    out_ptr,
+    in_ptr,
+    n_rows,
+    n_cols,
+    in_row_stride,
+    out_row_stride,
     BLOCK_N: tl.constexpr,
     RESCALE_SUM: tl.constexpr,
     L2_HINTS: tl.constexpr,
@@ -353,8 +397,15 @@ def _online_softmax_kernel(
     in_row_stride = tl.cast(in_row_stride, tl.int64)
     out_row_stride = tl.cast(out_row_stride, tl.int64)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
-        _online_softmax_row(out_ptr + row * out_row_stride, in_ptr + row * in_row_stride, n_cols, BLOCK_N,
-                            RESCALE_SUM, L2_HINTS, NUM_STAGES)
+        _online_softmax_row(
+            out_ptr + row * out_row_stride,
+            in_ptr + row * in_row_stride,
+            n_cols,
+            BLOCK_N,
+            RESCALE_SUM,
+            L2_HINTS,
+            NUM_STAGES,
+        )
 
 
 def _launch_online(inputs: Inputs, out: torch.Tensor, config, rescale_sum: bool) -> callable:
@@ -370,9 +421,19 @@ def _launch_online(inputs: Inputs, out: torch.Tensor, config, rescale_sum: bool)
     grid = (persistent_grid(n_rows, programs_per_sm) if programs_per_sm > 0 else n_rows,)
 
     def run() -> torch.Tensor:
-        _online_softmax_kernel[grid](out, x, n_rows, n_cols, x.stride(0), out.stride(0), BLOCK_N=block_n,
-                                     RESCALE_SUM=rescale_sum, L2_HINTS=l2_hints, NUM_STAGES=num_stages,
-                                     num_warps=num_warps)
+        _online_softmax_kernel[grid](
+            out,
+            x,
+            n_rows,
+            n_cols,
+            x.stride(0),
+            out.stride(0),
+            BLOCK_N=block_n,
+            RESCALE_SUM=rescale_sum,
+            L2_HINTS=l2_hints,
+            NUM_STAGES=num_stages,
+            num_warps=num_warps,
+        )
         return out
 
     return run
@@ -399,23 +460,28 @@ def _online_default(shape: Shape, dtype: torch.dtype) -> dict:
     # persistent only where it bounds the rows in flight: with M <= 2 * num_sms rows the grid would be
     # one program per row anyway (and the sweep prunes that duplicate launch)
     persistent = wide and persistent_grid(shape["M"], 2) < shape["M"]
-    return {"BLOCK_N": block_n, "num_warps": min(8, max(1, block_n // 512)),
-            "programs_per_sm": 2 if persistent else 0, "l2_hints": int(wide)}
+    return {
+        "BLOCK_N": block_n,
+        "num_warps": min(8, max(1, block_n // 512)),
+        "programs_per_sm": 2 if persistent else 0,
+        "l2_hints": int(wide),
+    }
 
 
 def _online_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
     # Listed most promising first (a session's max_configs keeps a prefix): wide rows try wide blocks on
     # persistent grids of 1-4 programs an SM, then one program per row; narrow rows the reverse.
     if shape["N"] >= WIDE_ROW:
-        # Measured on the H200 (run of 93b7ea7, fp16): the best were 2 programs an SM with the eviction
-        # hints at N=65536 (91.3 us) and one program per row at N=262144 (111.1 us); 1 program an SM was
-        # far slower (128.0 and 147.5 us), although it keeps the fewest rows in flight (so the second pass
-        # is likeliest to hit L2): a program loads, reduces, then loads again. The pipelined loops
+        # 2 programs an SM with the eviction hints and one program per row first (the sweep's best on the
+        # wide cases, docs/kernel-notes.md); 1 program an SM keeps the fewest rows in flight (the second pass
+        # likeliest to hit L2) but a program loads, reduces, then loads again. The pipelined loops
         # (num_stages > 1) test whether that program can keep HBM busy once its next load is in flight.
         space = [{"BLOCK_N": 16384, "num_warps": 8, "programs_per_sm": p, "l2_hints": 1} for p in (2, 0)]
         if PIPELINED_RANGE:
-            space += [{"BLOCK_N": b, "num_warps": 8, "programs_per_sm": p, "l2_hints": 1, "num_stages": k}
-                      for b, p, k in ((16384, 1, 2), (16384, 2, 2), (8192, 1, 3), (16384, 0, 2))]
+            space += [
+                {"BLOCK_N": b, "num_warps": 8, "programs_per_sm": p, "l2_hints": 1, "num_stages": k}
+                for b, p, k in ((16384, 1, 2), (16384, 2, 2), (8192, 1, 3), (16384, 0, 2))
+            ]
         space += [{"BLOCK_N": 16384, "num_warps": 8, "programs_per_sm": p, "l2_hints": h} for p, h in ((0, 0), (4, 1))]
     else:
         space = [{"BLOCK_N": b, "num_warps": 8, "programs_per_sm": 0} for b in (16384, 4096)]
@@ -437,11 +503,15 @@ def _online_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | Non
     smem = (stages - 1) * block_n * element_size(dtype)
     # (an SM's shared memory is about one block's maximum, as in _persistent_prune)
     if max(1, programs_per_sm) * smem > limits["max_shared_mem_per_block"]:
-        return (f"{stages} stages of {block_n}-wide blocks need {smem} B of shared memory a program, x "
-                f"{max(1, programs_per_sm)} programs an SM: more than an SM has")
+        return (
+            f"{stages} stages of {block_n}-wide blocks need {smem} B of shared memory a program, x "
+            f"{max(1, programs_per_sm)} programs an SM: more than an SM has"
+        )
     if programs_per_sm > 1 and persistent_grid(shape["M"], programs_per_sm) == shape["M"]:
-        return (f"programs_per_sm={programs_per_sm} gives a grid of all {shape['M']} rows: the same launch as a "
-                f"smaller programs_per_sm or one program per row")
+        return (
+            f"programs_per_sm={programs_per_sm} gives a grid of all {shape['M']} rows: the same launch as a "
+            f"smaller programs_per_sm or one program per row"
+        )
     return None
 
 
@@ -457,10 +527,15 @@ MAX_SPINS = 1 << 16
 
 @triton.jit
 def _split_softmax_kernel(
-    out_ptr, in_ptr,
-    stats_ptr, arrived_ptr,
-    n_rows, n_cols, split,
-    in_row_stride, out_row_stride,
+    out_ptr,
+    in_ptr,
+    stats_ptr,
+    arrived_ptr,
+    n_rows,
+    n_cols,
+    split,
+    in_row_stride,
+    out_row_stride,
     CHUNK: tl.constexpr,
     SPLIT_BLOCK: tl.constexpr,
     PHASE: tl.constexpr,
@@ -547,8 +622,9 @@ def resident_programs(n_regs: int | None, num_warps: int, shared_bytes: int, lim
         return limits["num_sms"]
     threads = 32 * num_warps
     regs_per_warp = -(-n_regs * 32 // 256) * 256  # registers are allocated per warp, 256 at a time
-    per_sm = min(limits["max_threads_per_sm"] // threads, limits["regs_per_sm"] // (regs_per_warp * num_warps),
-                 MAX_BLOCKS_PER_SM)
+    per_sm = min(
+        limits["max_threads_per_sm"] // threads, limits["regs_per_sm"] // (regs_per_warp * num_warps), MAX_BLOCKS_PER_SM
+    )
     if shared_bytes:
         per_sm = min(per_sm, limits["max_shared_mem_per_block"] // shared_bytes)
     return limits["num_sms"] * max(per_sm, 1)
@@ -558,8 +634,9 @@ def split_grid(n_rows: int, split: int, programs_per_sm: int, resident: int, num
     """Grid size: whole teams only, ``num_sms * programs_per_sm`` programs at most, never more than can be
     resident at once, never more teams than rows. Raises if not even one team can be resident."""
     if split > resident:
-        raise ValueError(f"a row needs a team of {split} programs but only {resident} can be resident at once: "
-                         f"use a wider CHUNK")
+        raise ValueError(
+            f"a row needs a team of {split} programs but only {resident} can be resident at once: use a wider CHUNK"
+        )
     teams = max(1, min(n_rows, min(num_sms * programs_per_sm, resident) // split))
     return teams * split
 
@@ -617,17 +694,19 @@ def _prepare_split(inputs: Inputs, out: torch.Tensor, config, max_spins: int = M
     return run
 
 
-# Narrowest row triton_split is run on: narrower rows fit one program's registers (triton_row), and on
-# the H200 (run of 93b7ea7, event medians) the per-row barrier made the split kernel 1.5x (N=1024, 64
-# rows) to 33x (N=512, 131072 rows) slower than triton_row. Below this it is a cost without a question to
-# answer; the kernel itself works at any width (the tests lower this bound).
+# Narrowest row triton_split is run on: narrower rows fit one program's registers (triton_row), and the
+# per-row barrier makes the split kernel much slower than triton_row there (docs/kernel-notes.md). Below
+# this it is a cost without a question to answer; the kernel itself works at any width (the tests lower
+# this bound).
 SPLIT_MIN_N = 16384
 
 
 def _split_supports(shape: Shape, dtype: torch.dtype) -> str | None:
     if shape["N"] < SPLIT_MIN_N:
-        return (f"N={shape['N']} < {SPLIT_MIN_N}: the row fits one program (triton_row), and a team barrier a "
-                f"row only adds latency")
+        return (
+            f"N={shape['N']} < {SPLIT_MIN_N}: the row fits one program (triton_row), and a team barrier a "
+            f"row only adds latency"
+        )
     return None
 
 
@@ -647,12 +726,14 @@ def _split_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
     # Listed most promising first. 16-64 values a thread, so x stays in registers across the barrier;
     # the ptxas register counts for sm_90 (fp16, triton 3.7) bound the resident programs an SM:
     # 4096/4 warps 56 regs (9 an SM), 8192/8 64 (4), 16384/16 84 (1), 16384/8 128 (1), 32768/16 107 (1).
-    space = [{"CHUNK": 8192, "num_warps": 8, "programs_per_sm": 4},
-             {"CHUNK": 4096, "num_warps": 4, "programs_per_sm": 8},
-             {"CHUNK": 16384, "num_warps": 16, "programs_per_sm": 1},
-             {"CHUNK": 8192, "num_warps": 8, "programs_per_sm": 2},
-             {"CHUNK": 16384, "num_warps": 8, "programs_per_sm": 1},
-             {"CHUNK": 32768, "num_warps": 16, "programs_per_sm": 1}]
+    space = [
+        {"CHUNK": 8192, "num_warps": 8, "programs_per_sm": 4},
+        {"CHUNK": 4096, "num_warps": 4, "programs_per_sm": 8},
+        {"CHUNK": 16384, "num_warps": 16, "programs_per_sm": 1},
+        {"CHUNK": 8192, "num_warps": 8, "programs_per_sm": 2},
+        {"CHUNK": 16384, "num_warps": 8, "programs_per_sm": 1},
+        {"CHUNK": 32768, "num_warps": 16, "programs_per_sm": 1},
+    ]
     default = _split_default(shape, dtype)
     return space if default in space else [default, *space]
 
@@ -760,82 +841,164 @@ KERNEL = KernelSpec(
     make_output=make_output,
     reference=reference,
     implementations=[
-        Implementation("triton_row", "triton", _prepare_row,
-                       description="one program per row, whole row in one block (seed 000)",
-                       configs=_row_configs, default_config=_row_default, prune=_row_prune,
-                       supports=_row_supports),
-        Implementation("triton_persistent", "triton", _prepare_persistent,
-                       description="min(M, num_sms x programs_per_sm) programs, each looping over rows with a "
-                                   "whole-row block",
-                       configs=_persistent_configs, default_config=_persistent_default, prune=_persistent_prune,
-                       supports=_row_supports),
-        Implementation("triton_online", "triton", _prepare_online,
-                       description="one program per row, online max/sum over BLOCK_N-wide column blocks, then "
-                                   "a second pass that writes; any row width",
-                       configs=_online_configs, default_config=_online_default, prune=_online_prune),
-        Implementation("triton_split", "triton", _prepare_split,
-                       description="a team of cdiv(N, CHUNK) programs a row, each holding its chunk in registers; "
-                                   "partial max/sum exchanged through global memory behind an atomic barrier, so "
-                                   "x is read once however wide the row",
-                       configs=_split_configs, default_config=_split_default, prune=_split_prune,
-                       supports=_split_supports),
+        Implementation(
+            "triton_row",
+            "triton",
+            _prepare_row,
+            description="one program per row, whole row in one block (seed 000)",
+            configs=_row_configs,
+            default_config=_row_default,
+            prune=_row_prune,
+            supports=_row_supports,
+        ),
+        Implementation(
+            "triton_persistent",
+            "triton",
+            _prepare_persistent,
+            description="min(M, num_sms x programs_per_sm) programs, each looping over rows with a whole-row block",
+            configs=_persistent_configs,
+            default_config=_persistent_default,
+            prune=_persistent_prune,
+            supports=_row_supports,
+        ),
+        Implementation(
+            "triton_online",
+            "triton",
+            _prepare_online,
+            description="one program per row, online max/sum over BLOCK_N-wide column blocks, then "
+            "a second pass that writes; any row width",
+            configs=_online_configs,
+            default_config=_online_default,
+            prune=_online_prune,
+        ),
+        Implementation(
+            "triton_split",
+            "triton",
+            _prepare_split,
+            description="a team of cdiv(N, CHUNK) programs a row, each holding its chunk in registers; "
+            "partial max/sum exchanged through global memory behind an atomic barrier, so "
+            "x is read once however wide the row",
+            configs=_split_configs,
+            default_config=_split_default,
+            prune=_split_prune,
+            supports=_split_supports,
+        ),
         Implementation("torch", "eager", _torch_eager, description="torch.softmax (ATen)", writes_out=False),
-        Implementation("torch_compile", "compile", _torch_compile,
-                       description="torch.compile(torch.softmax), Inductor-generated Triton", writes_out=False),
+        Implementation(
+            "torch_compile",
+            "compile",
+            _torch_compile,
+            description="torch.compile(torch.softmax), Inductor-generated Triton",
+            writes_out=False,
+        ),
     ],
     targets=[
-        Target("triton_row", "pct_copy_bw", 85, shapes={"N": (1000, 32768)}, min_bytes=256e6,
-               reason="a row that fits one program is read once and written once: near copy bandwidth once the "
-                      "problem is DRAM-bound"),
-        Target("triton_row", "speedup", 1.0, baseline="torch",
-               reason="the whole-row kernel should never be slower than torch.softmax where it runs"),
-        Target("triton_online", "pct_copy_bw", 70, shapes={"N": (65536, None)},
-               reason="rows too wide for one program: the online kernel reads each row twice, so below copy "
-                      "bandwidth, but most of it while the second read hits L2"),
+        Target(
+            "triton_row",
+            "pct_copy_bw",
+            85,
+            shapes={"N": (1000, 32768)},
+            min_bytes=256e6,
+            reason="a row that fits one program is read once and written once: near copy bandwidth once the "
+            "problem is DRAM-bound",
+        ),
+        Target(
+            "triton_row",
+            "speedup",
+            1.0,
+            baseline="torch",
+            reason="the whole-row kernel should never be slower than torch.softmax where it runs",
+        ),
+        Target(
+            "triton_online",
+            "pct_copy_bw",
+            70,
+            shapes={"N": (65536, None)},
+            reason="rows too wide for one program: the online kernel reads each row twice, so below copy "
+            "bandwidth, but most of it while the second read hits L2",
+        ),
     ],
     negative_controls=[
-        Implementation("naive_no_max", "eager", _naive_no_max, writes_out=False,
-                       description="skips the max subtraction: exp overflows on large logits"),
-        Implementation("online_no_rescale", "triton", _online_no_rescale,
-                       configs=lambda shape, dtype: [_online_default(shape, dtype)], default_config=_online_default,
-                       description="triton_online without rescaling the running sum when the max grows"),
+        Implementation(
+            "naive_no_max",
+            "eager",
+            _naive_no_max,
+            writes_out=False,
+            description="skips the max subtraction: exp overflows on large logits",
+        ),
+        Implementation(
+            "online_no_rescale",
+            "triton",
+            _online_no_rescale,
+            configs=lambda shape, dtype: [_online_default(shape, dtype)],
+            default_config=_online_default,
+            description="triton_online without rescaling the running sum when the max grows",
+        ),
     ],
     tolerances={
-        torch.float16: Tolerance(2e-6, 1e-3, "fp32 math, one rounding to fp16 on store (2^-11 relative) plus "
-                                             "tl.exp's approximation; atol covers fp16 subnormals"),
-        torch.bfloat16: Tolerance(2e-6, 8e-3, "fp32 math, one rounding to bf16 on store (2^-8 relative) "
-                                              "with 2x margin"),
-        torch.float32: Tolerance(1e-7, 2e-5, "fp32 math; exp via ex2.approx loses ~|x|*2^-23 relative for "
-                                             "large |x - max|, the sum reorders N terms, and the online "
-                                             "variant rescales it once per new block max"),
+        torch.float16: Tolerance(
+            2e-6,
+            1e-3,
+            "fp32 math, one rounding to fp16 on store (2^-11 relative) plus "
+            "tl.exp's approximation; atol covers fp16 subnormals",
+        ),
+        torch.bfloat16: Tolerance(
+            2e-6, 8e-3, "fp32 math, one rounding to bf16 on store (2^-8 relative) with 2x margin"
+        ),
+        torch.float32: Tolerance(
+            1e-7,
+            2e-5,
+            "fp32 math; exp via ex2.approx loses ~|x|*2^-23 relative for "
+            "large |x - max|, the sum reorders N terms, and the online "
+            "variant rescales it once per new block max",
+        ),
     },
     flops=_flops,
     bytes_moved=_bytes,
-    invariants=[Invariant("row_sum_error", _row_sum_error, _row_sum_limit,
-                          "every row of probabilities sums to 1")],
+    invariants=[Invariant("row_sum_error", _row_sum_error, _row_sum_limit, "every row of probabilities sums to 1")],
     shape_sets={
         "cpu": [
             shape_entry("the seed's worked example: N=5, three masked lanes", M=3, N=5),
-            shape_entry("non-power-of-two row with strided rows (row stride 80 > N); 33 rows > the interpreter's "
-               "4 SMs x programs_per_sm, so persistent programs loop over several rows", M=33, N=70, stride=80),
+            shape_entry(
+                "non-power-of-two row with strided rows (row stride 80 > N); 33 rows > the interpreter's "
+                "4 SMs x programs_per_sm, so persistent programs loop over several rows",
+                M=33,
+                N=70,
+                stride=80,
+            ),
             shape_entry("one more than a block: 129 pads to 256", M=16, N=129),
             shape_entry("online loop: the default BLOCK_N=128 gives blocks of 128, 128 and a 44-wide tail", M=3, N=300),
-            shape_entry("a row wide enough for triton_split: teams of 3 programs (8192, 8192 and a 116-wide tail), "
-               "and 5 online blocks of 4096 with a 116-wide tail", M=3, N=16500),
+            shape_entry(
+                "a row wide enough for triton_split: teams of 3 programs (8192, 8192 and a 116-wide tail), "
+                "and 5 online blocks of 4096 with a 116-wide tail",
+                M=3,
+                N=16500,
+            ),
         ],
         # The HBM-bound shapes hold M*N = 2^26 elements (268 MB of traffic at fp16) with N from 512 to
         # 262144, so the same bytes move through short rows (persistent vs row) and wide rows (online).
         "gpu": [
             shape_entry("the seed's experiment: [4096, 1000], 2.4% masked lanes", M=4096, N=1000),
             shape_entry("launch-bound: a few small rows", M=64, N=1024),
-            shape_entry("HBM-bound with many short rows (2^26 elements): 131072 one-KB rows, where a persistent grid "
-               "amortises per-program launch and prefetches the next row", M=131072, N=512),
+            shape_entry(
+                "HBM-bound with many short rows (2^26 elements): 131072 one-KB rows, where a persistent grid "
+                "amortises per-program launch and prefetches the next row",
+                M=131072,
+                N=512,
+            ),
             shape_entry("HBM-bound, 2^26 elements (8192 x 8192): the row grid already fills the GPU", M=8192, N=8192),
             shape_entry("non-power-of-two N just above a block (2049 pads to 4096)", M=16384, N=2049),
-            shape_entry("wide rows, 2^26 elements: the largest row triton_row accepts (register pressure of one block) "
-               "against triton_online", M=1024, N=65536),
-            shape_entry("rows too wide for one block, 2^26 elements: only triton_online; 256 programs underfill 132 SMs",
-               M=256, N=262144),
+            shape_entry(
+                "wide rows, 2^26 elements: the largest row triton_row accepts (register pressure of one block) "
+                "against triton_online",
+                M=1024,
+                N=65536,
+            ),
+            shape_entry(
+                "rows too wide for one block, 2^26 elements: only triton_online; 256 programs underfill 132 SMs",
+                M=256,
+                N=262144,
+            ),
         ],
     },
 )

@@ -19,8 +19,19 @@ import triton.language as tl
 
 from kernelscope import runtime
 from kernelscope.baselines import compiled
-from kernelscope.spec import (element_size, generator, Implementation, Inputs, Invariant, KernelSpec, randn, Target,
-                              Shape, shape_entry, Tolerance)
+from kernelscope.spec import (
+    Implementation,
+    Inputs,
+    Invariant,
+    KernelSpec,
+    Shape,
+    Target,
+    Tolerance,
+    element_size,
+    generator,
+    randn,
+    shape_entry,
+)
 
 BLOCK_SIZES = (256, 1024, 4096, 8192)
 NUM_WARPS = (4, 8)
@@ -28,7 +39,9 @@ NUM_WARPS = (4, 8)
 
 @triton.jit
 def _add_kernel(
-    x_ptr, y_ptr, out_ptr,
+    x_ptr,
+    y_ptr,
+    out_ptr,
     n_elements,
     BLOCK_SIZE: tl.constexpr,
 ):
@@ -47,8 +60,10 @@ def _add_kernel(
 def _check_vectors(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
     for name, t in (("x", x), ("y", y), ("out", out)):
         if t.ndim != 1 or not t.is_contiguous() or t.shape != x.shape:
-            raise ValueError(f"vector_add expects contiguous 1-D tensors of one length; {name} has shape "
-                             f"{tuple(t.shape)} strides {t.stride()}, x has shape {tuple(x.shape)}")
+            raise ValueError(
+                f"vector_add expects contiguous 1-D tensors of one length; {name} has shape "
+                f"{tuple(t.shape)} strides {t.stride()}, x has shape {tuple(x.shape)}"
+            )
 
 
 def _launcher(inputs: Inputs, out: torch.Tensor, config, n_launched: int):
@@ -87,7 +102,9 @@ def _prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
     # the sweep always times the config a user gets without tuning.
     block = int(config["BLOCK_SIZE"])
     if block > max(triton.next_power_of_2(shape["n"]), DEFAULT_CONFIG["BLOCK_SIZE"]):
-        return f"BLOCK_SIZE={block} exceeds the padded vector ({triton.next_power_of_2(shape['n'])}): one masked program"
+        return (
+            f"BLOCK_SIZE={block} exceeds the padded vector ({triton.next_power_of_2(shape['n'])}): one masked program"
+        )
     return None
 
 
@@ -168,42 +185,73 @@ KERNEL = KernelSpec(
     make_output=make_output,
     reference=reference,
     implementations=[
-        Implementation("triton_blocked", "triton", _prepare_blocked,
-                       description="1-D grid, BLOCK_SIZE consecutive elements per program, masked tail "
-                                   "(seed 002 section 2.1, Triton tutorial 01)",
-                       configs=_configs, default_config=_default, prune=_prune),
-        Implementation("torch", "eager", _torch_eager, description="torch.add (what x + y calls)",
-                       writes_out=False),
-        Implementation("torch_compile", "compile", _torch_compile,
-                       description="torch.compile(torch.add), Inductor-generated Triton", writes_out=False),
+        Implementation(
+            "triton_blocked",
+            "triton",
+            _prepare_blocked,
+            description="1-D grid, BLOCK_SIZE consecutive elements per program, masked tail "
+            "(seed 002 section 2.1, Triton tutorial 01)",
+            configs=_configs,
+            default_config=_default,
+            prune=_prune,
+        ),
+        Implementation("torch", "eager", _torch_eager, description="torch.add (what x + y calls)", writes_out=False),
+        Implementation(
+            "torch_compile",
+            "compile",
+            _torch_compile,
+            description="torch.compile(torch.add), Inductor-generated Triton",
+            writes_out=False,
+        ),
     ],
     targets=[
-        Target("triton_blocked", "pct_copy_bw", 90, shapes={"n": (2**26, None)},
-               reason="two reads and one write per element, nothing to compute: at sizes far beyond L2 it "
-                      "should run at copy bandwidth"),
+        Target(
+            "triton_blocked",
+            "pct_copy_bw",
+            90,
+            shapes={"n": (2**26, None)},
+            reason="two reads and one write per element, nothing to compute: at sizes far beyond L2 it "
+            "should run at copy bandwidth",
+        ),
     ],
     negative_controls=[
-        Implementation("drops_last_element", "triton", _drops_last_element,
-                       description="launcher passes n - 1, so the mask offsets < n - 1 leaves the last "
-                                   "element unwritten (NaN poison shows it)",
-                       configs=_configs, default_config=_default),
+        Implementation(
+            "drops_last_element",
+            "triton",
+            _drops_last_element,
+            description="launcher passes n - 1, so the mask offsets < n - 1 leaves the last "
+            "element unwritten (NaN poison shows it)",
+            configs=_configs,
+            default_config=_default,
+        ),
     ],
     tolerances={
         # The sum is exact before one rounding to the stored dtype: at most half an ulp, i.e. 2^-(p+1)
         # relative for p mantissa bits; rtol allows one full ulp. atol covers results in the subnormal
         # range, where an ulp is fixed (2^-24 for fp16) rather than relative.
-        torch.float16: Tolerance(6e-8, 1e-3, "one rounding of the exact sum to fp16 (<= 2^-11 relative); "
-                                             "atol = one fp16 subnormal ulp (2^-24)"),
-        torch.bfloat16: Tolerance(1e-38, 8e-3, "one rounding of the exact sum to bf16 (<= 2^-8 relative); "
-                                               "atol = bf16 subnormal scale"),
-        torch.float32: Tolerance(1e-38, 1.2e-7, "one rounding of the exact sum to fp32 (<= 2^-24 relative); "
-                                                "atol = fp32 subnormal scale"),
+        torch.float16: Tolerance(
+            6e-8,
+            1e-3,
+            "one rounding of the exact sum to fp16 (<= 2^-11 relative); atol = one fp16 subnormal ulp (2^-24)",
+        ),
+        torch.bfloat16: Tolerance(
+            1e-38, 8e-3, "one rounding of the exact sum to bf16 (<= 2^-8 relative); atol = bf16 subnormal scale"
+        ),
+        torch.float32: Tolerance(
+            1e-38, 1.2e-7, "one rounding of the exact sum to fp32 (<= 2^-24 relative); atol = fp32 subnormal scale"
+        ),
     },
     flops=_flops,
     bytes_moved=_bytes,
-    invariants=[Invariant("ulps_from_correctly_rounded", _ulps_from_correctly_rounded, _ulps_limit,
-                          "x + y is exact before one rounding to nearest: any other result means a second "
-                          "rounding or a lossy intermediate")],
+    invariants=[
+        Invariant(
+            "ulps_from_correctly_rounded",
+            _ulps_from_correctly_rounded,
+            _ulps_limit,
+            "x + y is exact before one rounding to nearest: any other result means a second "
+            "rounding or a lossy intermediate",
+        )
+    ],
     shape_sets={
         "cpu": [
             shape_entry("a single element: the grid is one program with 1023 masked lanes", n=1),
@@ -213,7 +261,9 @@ KERNEL = KernelSpec(
         "gpu": [
             shape_entry("launch-bound: 4096 elements, a handful of programs on 132 SMs", n=4096),
             shape_entry("L2-resident: 2M elements, 24 MB of traffic at fp32 (H200 L2 is ~50 MB)", n=2**21),
-            shape_entry("HBM-bound, the issue's target: 64M elements, 384 MB (fp16) to 768 MB (fp32) of traffic", n=2**26),
+            shape_entry(
+                "HBM-bound, the issue's target: 64M elements, 384 MB (fp16) to 768 MB (fp32) of traffic", n=2**26
+            ),
             shape_entry("odd size: 2^24 + 1, every BLOCK_SIZE leaves a one-element tail program", n=2**24 + 1),
         ],
     },

@@ -26,7 +26,8 @@ def compiled(fn: Callable[..., torch.Tensor], *args: torch.Tensor) -> Callable[[
     Dynamo's caches are reset first, so every prepared closure compiles afresh (its first call is the
     compile time the timing stage reports; Inductor's on-disk cache still serves repeats). Keeping dynamo's
     state across preparations was tried: a Triton kernel run later in the same process under the
-    interpreter then failed (KeyError on the kernel's name; cause not established). ``fullgraph=True`` makes a graph break an error instead of a quiet partial fallback.
+    interpreter then failed (KeyError on the kernel's name; cause not established). ``fullgraph=True`` makes a
+    graph break an error instead of a quiet partial fallback.
     """
     _configure_dynamo()
     torch._dynamo.reset()

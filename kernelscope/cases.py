@@ -10,7 +10,7 @@ Planning imports neither torch nor triton and asks nothing of the machine that p
 GPU plans a GPU run when told the device (``--config device=nvidia-h200``). Every mistake in the config is
 refused here, before any job runs, with the field, the value and what is allowed.
 
-Results path grammar (relative to the working directory)::
+Results path grammar (relative to the working directory; the one place it is written down)::
 
     results/<device>/specs.json                                   resolved cases and settings
     results/<device>/environment.json                             software, hardware, provenance
@@ -20,15 +20,15 @@ Results path grammar (relative to the working directory)::
     results/<device>/timing/<kernel>/<dtype>/<shape>.json         samples and statistics, A/A floor
     results/<device>/profile/<kernel>/<dtype>/<shape>.json        CUDA kernels launched per implementation
     results/<device>/ncu/<kernel>/<dtype>/<shape>.json            Nsight Compute counters (optional stage)
-    results/<device>/benchmarks/<stage>/<kernel>/<dtype>/<shape>.tsv   job wall time (Snakemake benchmark)
-    reports/<device>/report.{md,html}, roofline.png, tables/*.csv
+    results/<device>/jobtimes/<stage>/<kernel>/<dtype>/<shape>.tsv     job wall time (Snakemake ``benchmark:``)
+    reports/<device>/report.{md,html}, run.json, plots/*.svg, tables/*.csv
     reports/<device>/compare/<other>/report.{md,html}, comparison.csv   (optional: config compare_with)
+    reports/index.{md,html}                                       every run and comparison under reports/
     logs/<device>/<stage>/<kernel>/<dtype>/<shape>.log
 
 ``<device>`` is the GPU's name as a slug (``nvidia-h200``) or ``cpu-interpreter``, so a rerun on another
 GPU never overwrites the first; ``<shape>`` is :attr:`kernelscope.spec.Shape.id` (``M4096_N1000``).
 """
-
 
 from __future__ import annotations
 
@@ -99,8 +99,17 @@ def host_device_key() -> str:
     smi = shutil.which("nvidia-smi")
     if smi:
         try:
-            out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                                 text=True, timeout=30, check=True).stdout.strip().splitlines()
+            out = (
+                subprocess.run(
+                    [smi, "--query-gpu=name", "--format=csv,noheader"],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                    check=True,
+                )
+                .stdout.strip()
+                .splitlines()
+            )
             if out and out[0].strip():
                 return slug(out[0])
         except (subprocess.SubprocessError, OSError):
@@ -160,8 +169,10 @@ def check_shape(kernel: str, entry: Mapping[str, Any], params: Mapping[str, Any]
     given = {k: v for k, v in params.items() if k != "reason"}
     missing = [n for n in declared["required"] if n not in given]
     if missing:
-        raise ConfigError(f"{field}: shape {dict(given)} lacks {missing}; {kernel} needs {declared['required']} "
-                          f"(optional: {declared['optional']})")
+        raise ConfigError(
+            f"{field}: shape {dict(given)} lacks {missing}; {kernel} needs {declared['required']} "
+            f"(optional: {declared['optional']})"
+        )
     extra = [n for n in given if n not in allowed]
     if extra:
         raise ConfigError(f"{field}: shape {dict(given)} has unknown parameter(s) {extra}; {kernel} takes {allowed}")
@@ -179,12 +190,16 @@ def check_shape(kernel: str, entry: Mapping[str, Any], params: Mapping[str, Any]
 def shapes_for(name: str, entry: Mapping[str, Any], selection: Mapping[str, Any], set_name: str) -> list[dict]:
     """The shapes of one kernel: ``[{"params": {...}, "reason": ...}]``."""
     if selection.get("shapes"):
-        return [{"params": check_shape(name, entry, params), "reason": str(params.get("reason", "given in the config"))}
-                for params in selection["shapes"]]
+        return [
+            {"params": check_shape(name, entry, params), "reason": str(params.get("reason", "given in the config"))}
+            for params in selection["shapes"]
+        ]
     set_name = selection.get("shape_set", set_name)
     if set_name not in entry["shape_sets"]:
-        raise ConfigError(f"kernels.{name}.shape_set: kernel {name!r} has no shape set {set_name!r}; it declares "
-                          f"{sorted(entry['shape_sets'])}")
+        raise ConfigError(
+            f"kernels.{name}.shape_set: kernel {name!r} has no shape set {set_name!r}; it declares "
+            f"{sorted(entry['shape_sets'])}"
+        )
     return list(entry["shape_sets"][set_name])
 
 
@@ -193,8 +208,10 @@ def dtypes_for(name: str, entry: Mapping[str, Any], selection: Mapping[str, Any]
     chosen = selection.get("dtypes") or declared
     bad = [d for d in chosen if d not in declared]
     if bad:
-        raise ConfigError(f"kernels.{name}.dtypes: kernel {name!r}: dtype(s) {bad} not supported; it declares "
-                          f"tolerances for {declared}")
+        raise ConfigError(
+            f"kernels.{name}.dtypes: kernel {name!r}: dtype(s) {bad} not supported; it declares "
+            f"tolerances for {declared}"
+        )
     return list(chosen)
 
 
@@ -206,12 +223,15 @@ def implementations_for(name: str, entry: Mapping[str, Any], selection: Mapping[
         names = selection.get(field) or entry[field]
         unknown = [n for n in names if n not in entry[field]]
         if unknown:
-            raise ConfigError(f"kernels.{name}.{field}: {unknown} not declared by kernel {name!r}; it declares "
-                              f"{entry[field]}")
+            raise ConfigError(
+                f"kernels.{name}.{field}: {unknown} not declared by kernel {name!r}; it declares {entry[field]}"
+            )
         chosen[field] = [n for n in entry[field] if n in names]
     if entry["primary_baseline"] not in chosen["baselines"]:
-        raise ConfigError(f"kernels.{name}.baselines: {chosen['baselines']} leaves out {entry['primary_baseline']!r}, "
-                          f"the primary baseline that every variant is ranked against; add it")
+        raise ConfigError(
+            f"kernels.{name}.baselines: {chosen['baselines']} leaves out {entry['primary_baseline']!r}, "
+            f"the primary baseline that every variant is ranked against; add it"
+        )
     return chosen["variants"], chosen["baselines"]
 
 
@@ -224,20 +244,25 @@ def check_fits(case: Mapping[str, Any], entry: Mapping[str, Any], memory_gib: fl
         return
     need = catalog.footprint_bytes(entry, case["params"], case["dtype"])
     if need > memory_gib * 2**30:
-        raise ConfigError(f"kernels.{case['kernel']}.shapes: {case['shape']} at {case['dtype']} needs at least "
-                          f"{need / 2**30:.1f} GiB for its inputs and output; {key} has {memory_gib:.1f} GiB")
+        raise ConfigError(
+            f"kernels.{case['kernel']}.shapes: {case['shape']} at {case['dtype']} needs at least "
+            f"{need / 2**30:.1f} GiB for its inputs and output; {key} has {memory_gib:.1f} GiB"
+        )
 
 
 def check_timing(config: Mapping[str, Any]) -> None:
     """Bounds the schema cannot state: each lower bound at most its upper bound."""
     sweep = config.get("sweep", {})
-    blocks = {"timing": config.get("timing", {}), "timing_interpreter": config.get("timing_interpreter", {}),
-              "sweep.timing": sweep.get("timing", {}), "sweep.timing_interpreter": sweep.get("timing_interpreter", {})}
+    blocks = {
+        "timing": config.get("timing", {}),
+        "timing_interpreter": config.get("timing_interpreter", {}),
+        "sweep.timing": sweep.get("timing", {}),
+        "sweep.timing_interpreter": sweep.get("timing_interpreter", {}),
+    }
     for field, block in blocks.items():
         for low, high in ORDERED_SETTINGS:
             if low in block and high in block and block[low] > block[high]:
-                raise ConfigError(f"{field}: {low}={block[low]} exceeds {high}={block[high]}; allowed: "
-                                  f"{low} <= {high}")
+                raise ConfigError(f"{field}: {low}={block[low]} exceeds {high}={block[high]}; allowed: {low} <= {high}")
 
 
 def check_compare_with(config: Mapping[str, Any], key: str) -> list[str]:
@@ -246,8 +271,10 @@ def check_compare_with(config: Mapping[str, Any], key: str) -> list[str]:
         raise ConfigError(f"compare_with: {others!r} is not a list of device keys (compare_with: [nvidia-h100])")
     bad = [o for o in others if o != slug(o)]
     if bad:
-        raise ConfigError(f"compare_with: {bad} are not device keys (results/<device> directory names such as "
-                          f"{[slug(o) for o in bad]})")
+        raise ConfigError(
+            f"compare_with: {bad} are not device keys (results/<device> directory names such as "
+            f"{[slug(o) for o in bad]})"
+        )
     if key in others:
         raise ConfigError(f"compare_with names this run's own results ({key}); name other runs' devices")
     return list(others)
@@ -273,9 +300,16 @@ def specs(config: Mapping[str, Any], key: str) -> dict[str, Any]:
         dtypes = dtypes_for(name, entry, selection)
         for shape in shapes_for(name, entry, selection, set_name):
             for dtype in dtypes:
-                case = {"kernel": name, "shape": catalog.shape_id(shape["params"]), "params": dict(shape["params"]),
-                        "reason": shape["reason"], "dtype": dtype, "variants": variants, "baselines": baselines,
-                        "primary_baseline": entry["primary_baseline"]}
+                case = {
+                    "kernel": name,
+                    "shape": catalog.shape_id(shape["params"]),
+                    "params": dict(shape["params"]),
+                    "reason": shape["reason"],
+                    "dtype": dtype,
+                    "variants": variants,
+                    "baselines": baselines,
+                    "primary_baseline": entry["primary_baseline"],
+                }
                 check_fits(case, entry, memory, key)
                 cases.append(case)
     sweep = dict(config.get("sweep", {}))
@@ -288,9 +322,11 @@ def specs(config: Mapping[str, Any], key: str) -> dict[str, Any]:
         "config_hash": config_hash(config),
         "seeds": list(config.get("seeds", [0, 1, 2])),
         "timing": dict(config.get("timing_interpreter" if interpreter else "timing", {})),
-        "sweep": {"timing": dict(sweep.get("timing_interpreter" if interpreter else "timing", {})),
-                  "max_configs": sweep.get("max_configs_interpreter" if interpreter else "max_configs"),
-                  "compile_workers": int(sweep.get("compile_workers", 4))},
+        "sweep": {
+            "timing": dict(sweep.get("timing_interpreter" if interpreter else "timing", {})),
+            "max_configs": sweep.get("max_configs_interpreter" if interpreter else "max_configs"),
+            "compile_workers": int(sweep.get("compile_workers", 4)),
+        },
         "profile": dict(config.get("profile", {})),
         "ncu": ncu_selection(config.get("ncu", False), cases),
         "calibration": dict(config.get("calibration", {})),
@@ -308,8 +344,10 @@ def ncu_selection(value: bool | Sequence[str], cases: Sequence[Mapping[str, Any]
         return ids if value else []
     unknown = [v for v in value if v not in ids and v not in {c["kernel"] for c in cases}]
     if unknown:
-        raise ConfigError(f"ncu names {unknown}, which are not cases of this plan (kernel/dtype/shape or a kernel "
-                          f"name); planned cases include {ids[:4]}")
+        raise ConfigError(
+            f"ncu names {unknown}, which are not cases of this plan (kernel/dtype/shape or a kernel "
+            f"name); planned cases include {ids[:4]}"
+        )
     return [i for i in ids if i in value or i.split("/")[0] in value]
 
 
@@ -333,8 +371,10 @@ def load_case(specs_doc: Mapping[str, Any], kernel: str, shape: str, dtype: str)
             declared = {i.name for i in spec.implementations}
             stale = [n for n in case["variants"] + case["baselines"] if n not in declared]
             if stale:
-                raise ConfigError(f"specs name implementation(s) {stale} that kernels/{kernel}.py does not declare: "
-                                  f"kernels/catalog.json is stale; run `{catalog.REGENERATE}` and rerun")
+                raise ConfigError(
+                    f"specs name implementation(s) {stale} that kernels/{kernel}.py does not declare: "
+                    f"kernels/catalog.json is stale; run `{catalog.REGENERATE}` and rerun"
+                )
             keep = set(case["variants"]) | set(case["baselines"])
             spec = dataclasses.replace(spec, implementations=[i for i in spec.implementations if i.name in keep])
             return spec, Shape(case["params"], case["reason"]), case

@@ -11,6 +11,11 @@ The file is generated from the modules, never edited by hand::
     python -m kernelscope.catalog            # rewrite kernels/catalog.json from kernels/*.py
     python -m kernelscope.catalog --check    # exit 1 if it is stale (a test runs this)
 
+Each entry records its module's sha256, so planning (:func:`ensure_current`, called by the workflow before
+it plans) sees a module that was added, changed or removed since: it regenerates the file where torch is
+importable and otherwise refuses with the command to run on a machine that has it. Dropping a new module
+into ``kernels/`` is therefore all it takes to add a kernel to the default run.
+
 The footprint is ``KernelSpec.bytes_moved`` (each input read once, each output written once: the least
 memory a case needs). Every kernel's formula is multilinear in its shape parameters (``M*N``, ``M*K + K*N
 + M*N``, ``B*H*S*D``), so its values at the corners of the unit cube determine it exactly (Möbius
@@ -22,9 +27,13 @@ the catalog is generated, not mistaken at plan time.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.util
 import itertools
 import json
+import os
 import random
+import subprocess
 import sys
 from collections.abc import Mapping
 from functools import cache
@@ -46,6 +55,61 @@ def load(path: str | Path = PATH) -> dict[str, Any]:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise FileNotFoundError(f"{path} is missing: run `{REGENERATE}` (needs torch) to generate it") from None
+
+
+class StaleCatalog(RuntimeError):
+    """kernels/catalog.json does not match the kernel modules and cannot be regenerated here."""
+
+
+def module_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def module_paths(kernels_dir: str | Path) -> dict[str, Path]:
+    """The kernel modules in ``kernels_dir`` by name, as :func:`kernelscope.registry.available` finds them."""
+    return {p.stem: p for p in sorted(Path(kernels_dir).glob("*.py")) if not p.name.startswith("_")}
+
+
+def stale_kernels(doc: Mapping[str, Any] | None, kernels_dir: str | Path) -> list[str]:
+    """Kernels whose entry is missing, records another module sha256, or has no module any more."""
+    entries = (doc or {}).get("kernels", {})
+    modules = module_paths(kernels_dir)
+    changed = [n for n, p in modules.items() if entries.get(n, {}).get("module_sha256") != module_sha256(p)]
+    return sorted(set(changed) | (set(entries) - set(modules)))
+
+
+def ensure_current(path: str | Path = PATH) -> list[str]:
+    """Regenerate ``path`` if any kernel module was added, changed or removed since it was written (a
+    subprocess, since generating imports torch and the planner must not); returns the kernels that were
+    stale. Without torch, refuses with the command to run where torch is installed."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        doc = None
+    stale = stale_kernels(doc, path.parent)
+    if not stale:
+        return []
+    what = f"{path} is missing" if doc is None else f"{path} is stale for kernel(s) {stale}"
+    if importlib.util.find_spec("torch") is None:
+        raise StaleCatalog(
+            f"{what}, and torch is not importable here to regenerate it: run `{REGENERATE}` "
+            "where torch is installed (e.g. in the container) and copy kernels/catalog.json back"
+        )
+    root = path.parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelscope.catalog", "--out", str(path)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise StaleCatalog(f"{what}; `{REGENERATE}` failed:\n{proc.stderr[-3000:]}")
+    print(f"kernelscope: {what}; regenerated it", file=sys.stderr)
+    load.cache_clear()
+    return stale
 
 
 def footprint_bytes(entry: Mapping[str, Any], params: Mapping[str, int], dtype: str) -> float:
@@ -70,14 +134,17 @@ def _multilinear_terms(fn, names: list[str]) -> list[dict[str, Any]]:
             corner[subset] = float(fn({n: int(n in subset) for n in names}))
     terms = []
     for subset in corner:
-        coefficient = sum((-1) ** (len(subset) - len(sub)) * corner[sub]
-                          for size in range(len(subset) + 1) for sub in itertools.combinations(subset, size))
+        coefficient = sum(
+            (-1) ** (len(subset) - len(sub)) * corner[sub]
+            for size in range(len(subset) + 1)
+            for sub in itertools.combinations(subset, size)
+        )
         if coefficient:
             terms.append({"params": list(subset), "coefficient": coefficient})
     return terms
 
 
-def _entry(spec) -> dict[str, Any]:
+def _entry(spec, module_file: str) -> dict[str, Any]:
     from kernelscope.spec import DTYPES, Shape
 
     all_shapes = [s for shapes in spec.shape_sets.values() for s in shapes]
@@ -98,19 +165,24 @@ def _entry(spec) -> dict[str, Any]:
             full = {n: params.get(n, 0) for n in names}
             want, got = float(fn(full)), footprint_bytes(entry, full, dtype)
             if abs(want - got) > 1e-6 * max(1.0, abs(want)):
-                raise ValueError(f"kernel {spec.name!r}: bytes_moved is not multilinear in {names} "
-                                 f"({want} != {got} at {full}); the catalog cannot express its footprint")
+                raise ValueError(
+                    f"kernel {spec.name!r}: bytes_moved is not multilinear in {names} "
+                    f"({want} != {got} at {full}); the catalog cannot express its footprint"
+                )
         footprint[dtype] = terms
     return {
         "description": spec.description,
+        "module_sha256": module_sha256(module_file),
         "variants": [i.name for i in spec.triton_variants],
         "baselines": [i.name for i in spec.baselines],
         "negative_controls": [i.name for i in spec.negative_controls],
         "primary_baseline": spec.primary_baseline,
         "dtypes": dtypes,
         "params": {"required": required, "optional": [n for n in names if n not in required], "flags": flags},
-        "shape_sets": {name: [{"params": {k: int(v) for k, v in s.params.items()}, "reason": s.reason}
-                              for s in shapes] for name, shapes in spec.shape_sets.items()},
+        "shape_sets": {
+            name: [{"params": {k: int(v) for k, v in s.params.items()}, "reason": s.reason} for s in shapes]
+            for name, shapes in spec.shape_sets.items()
+        },
         "footprint": footprint,
     }
 
@@ -118,7 +190,12 @@ def _entry(spec) -> dict[str, Any]:
 def build() -> dict[str, Any]:
     from kernelscope import registry
 
-    return {"generated_by": REGENERATE, "kernels": {name: _entry(registry.get(name)) for name in registry.available()}}
+    return {
+        "generated_by": REGENERATE,
+        "kernels": {
+            name: _entry(registry.get(name), sys.modules[f"kernels.{name}"].__file__) for name in registry.available()
+        },
+    }
 
 
 def render(doc: Mapping[str, Any]) -> str:

@@ -43,8 +43,10 @@ def flagged_fraction(rec: Mapping[str, Any]) -> tuple[int, int]:
 #: at most this fraction of samples sits high, so the median moves by at most a few percentiles
 STARVED_LIMIT = 0.05
 #: why a launch-bound pair is compared by graph replay; said once per document (a footnote), not per claim
-GRAPH_BASIS_REASON = (f"compared by CUDA-graph replay because an event median may hold launch gaps (per-sample "
-                      f"synchronisation, or over {STARVED_LIMIT:.0%} of its samples launched late)")
+GRAPH_BASIS_REASON = (
+    f"compared by CUDA-graph replay because an event median may hold launch gaps (per-sample "
+    f"synchronisation, or over {STARVED_LIMIT:.0%} of its samples launched late)"
+)
 
 
 def starved_fraction(rec: Mapping[str, Any]) -> float:
@@ -75,12 +77,22 @@ def _graph_view(rec: Mapping[str, Any]) -> dict[str, Any]:
     """The record as its CUDA-graph replay samples: device time per call, with no launch gaps to count."""
     launch_fields = ("graph", "enqueue", "batches", "starved_batches", "starved_samples")
     view = {k: v for k, v in rec.items() if k not in launch_fields}
-    return {**view, "samples_us": rec["graph"]["samples_us"], "median_us": rec["graph"]["median_us"],
-            "n": len(rec["graph"]["samples_us"]), "clocks": None}
+    return {
+        **view,
+        "samples_us": rec["graph"]["samples_us"],
+        "median_us": rec["graph"]["median_us"],
+        "n": len(rec["graph"]["samples_us"]),
+        "clocks": None,
+    }
 
 
-def compare(a: Mapping[str, Any], b: Mapping[str, Any], aa_rel: float | None, interpreter: bool,
-            aa_graph_rel: float | None = None) -> dict[str, Any]:
+def compare(
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    aa_rel: float | None,
+    interpreter: bool,
+    aa_graph_rel: float | None = None,
+) -> dict[str, Any]:
     """Verdict for implementation record ``a`` against ``b`` (timing records of one job).
 
     When either event median is dominated by launch latency (``launch_bound``), the plain medians rank
@@ -93,19 +105,33 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], aa_rel: float | None, in
             claim["why"] = f"{claim['why']}; {GRAPH_BASIS_REASON}"
             return claim
         late = [r["implementation"] for r in (a, b) if launch_bound(r)]
-        return {"a": a["implementation"], "b": b["implementation"], "verdict": NOT_COMPARABLE,
-                "why": f"not comparable by device time: the event samples of {' and '.join(late)} may hold host "
-                       "launch latency, and "
-                       + ("neither side has" if not any((r.get("graph") or {}).get("status") == "ok" for r in (a, b))
-                          else "one side has no") + " CUDA-graph replay timing"}
+        return {
+            "a": a["implementation"],
+            "b": b["implementation"],
+            "verdict": NOT_COMPARABLE,
+            "why": f"not comparable by device time: the event samples of {' and '.join(late)} may hold host "
+            "launch latency, and "
+            + (
+                "neither side has"
+                if not any((r.get("graph") or {}).get("status") == "ok" for r in (a, b))
+                else "one side has no"
+            )
+            + " CUDA-graph replay timing",
+        }
     out: dict[str, Any] = {"a": a["implementation"], "b": b["implementation"], "basis": "event median"}
     if interpreter:
-        return {**out, "verdict": NOT_COMPARABLE,
-                "why": "interpreter timings: Triton ran on the CPU, these numbers say nothing about GPU speed"}
+        return {
+            **out,
+            "verdict": NOT_COMPARABLE,
+            "why": "interpreter timings: Triton ran on the CPU, these numbers say nothing about GPU speed",
+        }
     for rec in (a, b):
         if rec.get("status") != "ok":
-            return {**out, "verdict": NOT_COMPARABLE,
-                    "why": f"{rec['implementation']} has no valid timing ({rec.get('status')}: {rec.get('reason', '')})"}
+            return {
+                **out,
+                "verdict": NOT_COMPARABLE,
+                "why": f"{rec['implementation']} has no valid timing ({rec.get('status')}: {rec.get('reason', '')})",
+            }
     cmp = stats.compare_samples(a["samples_us"], b["samples_us"])
     floor = max(aa_rel if aa_rel is not None and math.isfinite(aa_rel) else 0.0, MIN_EFFECT)
     fa, na = flagged_fraction(a)
@@ -115,18 +141,26 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], aa_rel: float | None, in
     out["threshold_rel"] = floor
     out["flagged"] = {a["implementation"]: [fa, na], b["implementation"]: [fb, nb]}
     if not cmp["testable"]:
-        return {**out, "verdict": UNRESOLVED,
-                "why": f"too few samples for the test ({cmp['n_a']} and {cmp['n_b']}; need {stats.MIN_SAMPLES_FOR_TEST})"}
+        return {
+            **out,
+            "verdict": UNRESOLVED,
+            "why": f"too few samples for the test ({cmp['n_a']} and {cmp['n_b']}; need {stats.MIN_SAMPLES_FOR_TEST})",
+        }
     if cmp["mannwhitney_p"] >= ALPHA:
         return {**out, "verdict": UNRESOLVED, "why": f"Mann-Whitney p = {cmp['mannwhitney_p']:.2g} >= {ALPHA}"}
     if abs(cmp["rel_diff"]) <= floor:
-        return {**out, "verdict": UNRESOLVED,
-                "why": f"difference {abs(cmp['rel_diff']):.1%} is within the A/A noise floor / minimum effect "
-                       f"{floor:.1%}"}
+        return {
+            **out,
+            "verdict": UNRESOLVED,
+            "why": f"difference {abs(cmp['rel_diff']):.1%} is within the A/A noise floor / minimum effect {floor:.1%}",
+        }
     verdict = FASTER if cmp["rel_diff"] < 0 else SLOWER
-    return {**out, "verdict": verdict,
-            "why": f"median {abs(cmp['rel_diff']):.1%} {'lower' if verdict == FASTER else 'higher'}, "
-                   f"p = {cmp['mannwhitney_p']:.2g}, above the {floor:.1%} threshold"}
+    return {
+        **out,
+        "verdict": verdict,
+        "why": f"median {abs(cmp['rel_diff']):.1%} {'lower' if verdict == FASTER else 'higher'}, "
+        f"p = {cmp['mannwhitney_p']:.2g}, above the {floor:.1%} threshold",
+    }
 
 
 def passed_gate(correctness_doc: Mapping[str, Any] | None) -> set[str]:
@@ -159,10 +193,17 @@ def host_costs(timing_doc: Mapping[str, Any]) -> list[dict[str, Any]]:
             continue
         graph = rec.get("graph") or {}
         device_us = graph.get("median_us") if graph.get("status") == "ok" else None
-        rows.append({"implementation": rec["implementation"], "kind": rec.get("kind"),
-                     "host_wall_us": rec["host_wall_us"], "device_us": device_us,
-                     "event_median_us": rec["median_us"], "launch_bound": launch_bound(rec),
-                     "host_bound": device_us is not None and rec["host_wall_us"] > device_us})
+        rows.append(
+            {
+                "implementation": rec["implementation"],
+                "kind": rec.get("kind"),
+                "host_wall_us": rec["host_wall_us"],
+                "device_us": device_us,
+                "event_median_us": rec["median_us"],
+                "launch_bound": launch_bound(rec),
+                "host_bound": device_us is not None and rec["host_wall_us"] > device_us,
+            }
+        )
     return rows
 
 
@@ -191,8 +232,14 @@ def case_claims(timing_doc: Mapping[str, Any], correctness_doc: Mapping[str, Any
                 continue
             failed = [n for n in (a["implementation"], b["implementation"]) if n not in passed]
             if failed:
-                claims.append({"a": a["implementation"], "b": b["implementation"], "verdict": NOT_COMPARABLE,
-                               "why": "; ".join(gate_status(correctness_doc, n) for n in failed)})
+                claims.append(
+                    {
+                        "a": a["implementation"],
+                        "b": b["implementation"],
+                        "verdict": NOT_COMPARABLE,
+                        "why": "; ".join(gate_status(correctness_doc, n) for n in failed),
+                    }
+                )
                 continue
             claims.append({**compare(a, b, aa, interpreter, aa_graph), "a_config": a.get("config") or {}})
     return claims
@@ -214,8 +261,10 @@ def sentence(claim: Mapping[str, Any], graph_footnote: str = "") -> str:
         a = f"{a} [{config_text(claim['a_config'])}]"
     if verdict in (FASTER, SLOWER):
         ratio = claim["median_b_us"] / claim["median_a_us"]
-        return (f"{a} is {verdict} than {b}: {claim['median_a_us']:.3f} µs vs {claim['median_b_us']:.3f} µs "
-                f"({ratio:.2f}× {b}'s speed; {why})")
+        return (
+            f"{a} is {verdict} than {b}: {claim['median_a_us']:.3f} µs vs {claim['median_b_us']:.3f} µs "
+            f"({ratio:.2f}× {b}'s speed; {why})"
+        )
     return f"{a} vs {b}: {verdict} ({why})"
 
 
@@ -238,7 +287,10 @@ def disclosures(flag_counts: Sequence[tuple[int, int]]) -> str | None:
     total = sum(n for _, n in flag_counts)
     if not total:
         return None
-    return f"{flagged} of {total} timed samples ({flagged / total:.1%}) were taken while throttled or below the steady clock"
+    return (
+        f"{flagged} of {total} timed samples ({flagged / total:.1%}) were taken while throttled or below the "
+        "steady clock"
+    )
 
 
 def ncu_absent(specs: dict[str, Any]) -> str:
@@ -257,88 +309,128 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
     interpreter = data["specs"]["interpreter"]
     yes: list[str] = []
     no: list[str] = []
-    where = (f"on {fp['gpu']} with torch {fp['torch']}, triton {fp['triton']}, CUDA {fp['cuda_runtime']}, "
-             f"driver {fp['driver']}")
+    where = (
+        f"on {fp['gpu']} with torch {fp['torch']}, triton {fp['triton']}, CUDA {fp['cuda_runtime']}, "
+        f"driver {fp['driver']}"
+    )
     claim_df = tbl["claims"]
     if interpreter:
-        no.append("Any performance comparison: this run used Triton's interpreter on the CPU; its timings measure "
-                  "the interpreter and support no statement about GPU speed.")
+        no.append(
+            "Any performance comparison: this run used Triton's interpreter on the CPU; its timings measure "
+            "the interpreter and support no statement about GPU speed."
+        )
     elif not claim_df.empty:
         resolved = claim_df[claim_df["verdict"].isin([FASTER, SLOWER])]
         if len(resolved):
-            yes.append(f"The orderings below, {where}, config hash {data['specs']['config_hash']} (settings in "
-                       "the Method section), each for exactly the shape, dtype and layout named and each Triton "
-                       "variant at the launch config in brackets (the sweep's choice):")
+            yes.append(
+                f"The orderings below, {where}, config hash {data['specs']['config_hash']} (settings in "
+                "the Method section), each for exactly the shape, dtype and layout named and each Triton "
+                "variant at the launch config in brackets (the sweep's choice):"
+            )
         for _, c in resolved.iterrows():
             yes.append(f"{c['kernel']} {c['shape']} {c['dtype']}: {c.get('sentence_noted', c['sentence'])}.")
         unresolved = claim_df[claim_df["verdict"] == UNRESOLVED]
         for _, c in unresolved.iterrows():
-            why = str(c['why']).replace(f"; {GRAPH_BASIS_REASON}", "; by graph replay¹")
+            why = str(c["why"]).replace(f"; {GRAPH_BASIS_REASON}", "; by graph replay¹")
             no.append(f"An ordering of {c['a']} and {c['b']} for {c['kernel']} {c['shape']} {c['dtype']}: {why}.")
     corr = tbl["correctness"]
     if not corr.empty:
         failed = ["fail", "error", "timeout", "oom", "compile_error"]  # the last three: kernelscope.faults
         bad = corr[(corr["role"] != "negative control") & corr["status"].isin(failed)]
         for _, r in bad.iterrows():
-            no.append(f"Any timing of {r['implementation']} on {r['kernel']} {r['shape']} {r['dtype']}: it "
-                      f"{r['outcome']}.")
+            no.append(
+                f"Any timing of {r['implementation']} on {r['kernel']} {r['shape']} {r['dtype']}: it {r['outcome']}."
+            )
         skipped = corr[(corr["role"] != "negative control") & (corr["status"] == "unsupported")]
         for (kernel, name, declined), grp in skipped.groupby(["kernel", "implementation", "declined"], dropna=False):
             why = "declined by its own budget" if declined is True else "unsupported by design"
-            no.append(f"Any timing of {name} on {len(grp)} {kernel} case(s) ({', '.join(grp['shape'] + ' ' + grp['dtype'])}):"
-                      f" {why} — {grp['outcome'].iloc[0].split(': ', 1)[-1]}" + (" (first case's reason)." if len(grp) > 1 else "."))
+            no.append(
+                f"Any timing of {name} on {len(grp)} {kernel} case(s) ({', '.join(grp['shape'] + ' ' + grp['dtype'])}):"
+                f" {why} — {grp['outcome'].iloc[0].split(': ', 1)[-1]}"
+                + (" (first case's reason)." if len(grp) > 1 else ".")
+            )
         live = corr[corr["role"] == "negative control"]
         accepted = live[live["rejected"] == False]  # noqa: E712 - pandas element-wise comparison
         for _, r in accepted.iterrows():
-            no.append(f"The correctness verdicts for {r['kernel']} {r['shape']} {r['dtype']}: the negative control "
-                      f"{r['implementation']} was accepted, so the gate is too loose there.")
+            no.append(
+                f"The correctness verdicts for {r['kernel']} {r['shape']} {r['dtype']}: the negative control "
+                f"{r['implementation']} was accepted, so the gate is too loose there."
+            )
         if not live.empty and accepted.empty:
-            yes.append(f"Correctness of every passing implementation against an fp64 reference at the declared "
-                       f"tolerances, for the listed shapes and dtypes and {len(data['specs']['seeds'])} seeds; every "
-                       f"negative control ({live['implementation'].nunique()} kinds, {len(live)} runs) was rejected.")
+            yes.append(
+                f"Correctness of every passing implementation against an fp64 reference at the declared "
+                f"tolerances, for the listed shapes and dtypes and {len(data['specs']['seeds'])} seeds; every "
+                f"negative control ({live['implementation'].nunique()} kinds, {len(live)} runs) was rejected."
+            )
     timing = tbl["timing"]
     if not timing.empty and "target_reached" in timing:
         missed = rundata.capped_measurements(data)
         if missed:
-            no.append(f"Precision beyond the measured spread for {missed} measurements that stopped at the time "
-                      f"cap before the median's CI reached ±{data['specs']['timing'].get('target_rel_ci', 0.005):.1%} "
-                      f"with at least min_samples samples; their CIs are in the tables.")
+            no.append(
+                f"Precision beyond the measured spread for {missed} measurements that stopped at the time "
+                f"cap before the median's CI reached ±{data['specs']['timing'].get('target_rel_ci', 0.005):.1%} "
+                f"with at least min_samples samples; their CIs are in the tables."
+            )
     flagged = timing.get("flagged") if not timing.empty else None
     if flagged is not None and flagged.notna().any():
         disclosure = disclosures(list(zip(timing["flagged"].fillna(0).astype(int), timing["n"].fillna(0).astype(int))))
         if disclosure:
-            no.append(f"Clock-clean timings: {disclosure}; they are included in the medians and listed per sample in "
-                      f"tables/samples.csv.gz.")
+            no.append(
+                f"Clock-clean timings: {disclosure}; they are included in the medians and listed per sample in "
+                f"tables/samples.csv.gz."
+            )
     counters = [c for c in data["cases"] if (c.get("ncu") or {}).get("ran")]
     if len(counters) < len(data["cases"]):
-        reasons = sorted({(c.get("ncu") or {}).get("reason", ncu_absent(data["specs"]))
-                          for c in data["cases"] if not (c.get("ncu") or {}).get("ran")})
-        no.append(f"Hardware-counter explanations (DRAM throughput, occupancy, registers, spills) for "
-                  f"{len(data['cases']) - len(counters)} of {len(data['cases'])} cases: Nsight Compute did not run "
-                  f"there ({'; '.join(reasons)}).")
-    warm = [c for c in data["cases"] if c["timing"] and not data["specs"]["interpreter"]
-            and any(r.get("l2_flushed") is False for r in c["timing"]["implementations"] if r.get("status") == "ok")]
+        reasons = sorted(
+            {
+                (c.get("ncu") or {}).get("reason", ncu_absent(data["specs"]))
+                for c in data["cases"]
+                if not (c.get("ncu") or {}).get("ran")
+            }
+        )
+        no.append(
+            f"Hardware-counter explanations (DRAM throughput, occupancy, registers, spills) for "
+            f"{len(data['cases']) - len(counters)} of {len(data['cases'])} cases: Nsight Compute did not run "
+            f"there ({'; '.join(reasons)})."
+        )
+    warm = [
+        c
+        for c in data["cases"]
+        if c["timing"]
+        and not data["specs"]["interpreter"]
+        and any(r.get("l2_flushed") is False for r in c["timing"]["implementations"] if r.get("status") == "ok")
+    ]
     if warm:
-        no.append(f"Cold-cache times for {len(warm)} cases timed with a warm L2 (flush_l2: false): their inputs "
-                  "may be read from L2, as in a loop over the same tensors, not as in a model's step.")
+        no.append(
+            f"Cold-cache times for {len(warm)} cases timed with a warm L2 (flush_l2: false): their inputs "
+            "may be read from L2, as in a loop over the same tensors, not as in a model's step."
+        )
     commits = rundata.case_commits(data)
     if len(commits) > 1:
-        no.append("Reading every case as one commit's code: the timings come from " + ", ".join(
-            f"{n} cases at {commit}" for commit, n in commits.items()) + " (a run resumed across commits; each "
+        no.append(
+            "Reading every case as one commit's code: the timings come from "
+            + ", ".join(f"{n} cases at {commit}" for commit, n in commits.items())
+            + " (a run resumed across commits; each "
             "case's kernel-module hash is in its record), so cases of different commits may differ in their kernel "
-            "or in the measuring code.")
+            "or in the measuring code."
+        )
     cards = rundata.case_cards(data)
     if len(cards) > 1:
         run_card = (data["environment"].get("gpu") or {}).get("uuid")
-        no.append("Reading every case as measured on one card: the timings come from " + ", ".join(
-            f"{n} cases on {card}" for card, n in cards.items()) + f" (one GPU model; a run resumed on another "
+        no.append(
+            "Reading every case as measured on one card: the timings come from "
+            + ", ".join(f"{n} cases on {card}" for card, n in cards.items())
+            + f" (one GPU model; a run resumed on another "
             f"machine). The environment section and the measured ceilings were measured on {run_card} only: a case "
             f"timed on another card is put against {run_card}'s ceilings, not its own card's, and a difference "
-            "between cases of different cards can be the cards'.")
+            "between cases of different cards can be the cards'."
+        )
     missing = [f"{c['kernel']} {c['shape']} {c['dtype']}" for c in data["cases"] if c["timing"] is None]
     if missing:
-        no.append(f"Anything about {len(missing)} of {len(data['cases'])} planned cases that have no timing result "
-                  f"in this run (not run, or their job failed): {', '.join(missing)}.")
+        no.append(
+            f"Anything about {len(missing)} of {len(data['cases'])} planned cases that have no timing result "
+            f"in this run (not run, or their job failed): {', '.join(missing)}."
+        )
     for ref in data["specs"].get("external_references", []):
         reasons = reference_comparability(fp, ref)
         no.append(f"Ranking this run against the reference row '{ref['label']}': {'; '.join(reasons)}.")

@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-
 _MAIN_STARTED = time.perf_counter()
 #: wall-clock start of this job (epoch seconds): a run's wall time is its first job's start to its last job's end
 _STARTED_AT = time.time()
@@ -68,21 +67,39 @@ def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
     import torch
     import triton
 
-    from kernelscope import container, environment, gpus, registry, runtime
+    from kernelscope import container, environment, gpus, registry, runtime, sources
 
     registry.get(case["kernel"])  # imported, so its source file is known wherever the package is installed
     source = sys.modules[f"kernels.{case['kernel']}"].__file__
-    return {"device": specs["device"], "hardware": runtime.runtime_device_key(), "kernel": case["kernel"], "shape": case["shape"], "params": case["params"],
-            "reason": case["reason"], "dtype": case["dtype"], "interpreter": specs["interpreter"],
-            "torch": torch.__version__, "triton": triton.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "kernel_module_sha256": container.sha256_file(source),
-            # the card this job ran on and its GPU-lock sections (None under the interpreter)
-            "gpu": gpus.summary(),
-            "job_started_at": _STARTED_AT, "job_ended_at": time.time(),
-            # the commit of this job's code: a run resumed over several sessions can span commits
-            "git": environment.git_info(),
-            # the stage's part of the job's wall time (the Snakemake benchmark file has the whole, start and exit included)
-            "job_s": {"stage": time.perf_counter() - _MAIN_STARTED, **_PHASES}}
+    root = Path(source).resolve().parent.parent
+    kernel_sources = sources.kernel_sources(case["kernel"], root)
+    return {
+        "device": specs["device"],
+        "hardware": runtime.runtime_device_key(),
+        "kernel": case["kernel"],
+        "shape": case["shape"],
+        "params": case["params"],
+        "reason": case["reason"],
+        "dtype": case["dtype"],
+        "interpreter": specs["interpreter"],
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        # the module alone (what records before kernel_sources_sha256 carry), and the module with every
+        # module of this repository it imports: what comparisons call a code change
+        "kernel_module_sha256": container.sha256_file(source),
+        "kernel_sources": kernel_sources,
+        "kernel_sources_sha256": sources.digest(kernel_sources, root),
+        # the card this job ran on and its GPU-lock sections (None under the interpreter)
+        "gpu": gpus.summary(),
+        "job_started_at": _STARTED_AT,
+        "job_ended_at": time.time(),
+        # the commit of this job's code: a run resumed over several sessions can span commits
+        "git": environment.git_info(),
+        # the stage's part of the job's wall time (the Snakemake job-time file, results/<device>/jobtimes/, has
+        # the whole, start and exit included)
+        "job_s": {"stage": time.perf_counter() - _MAIN_STARTED, **_PHASES},
+    }
 
 
 #: stages that run the torch.compile baselines
@@ -109,8 +126,10 @@ def _resolve(args) -> tuple[dict, Any, Any, Any, dict]:
     from kernelscope import faults
 
     # a hang that only ending the process can stop still leaves this job's result (kernelscope.faults)
-    faults.configure(specs.get("limits", {}).get("implementation_s"),
-                     salvage=lambda doc: _write_json(args.out, {**_case_header(specs, case), **doc}))
+    faults.configure(
+        specs.get("limits", {}).get("implementation_s"),
+        salvage=lambda doc: _write_json(args.out, {**_case_header(specs, case), **doc}),
+    )
     # imports (torch, triton, the kernel module) and CUDA initialisation (the device-key check)
     _PHASES["setup"] = time.perf_counter() - _MAIN_STARTED
     return specs, spec, shape, DTYPES[args.dtype], case
@@ -126,17 +145,23 @@ def cmd_environment(args) -> None:
 
 
 def cmd_calibrate(args) -> None:
-    from kernelscope import calibration, runtime
-
-    from kernelscope import gpus
+    from kernelscope import calibration, gpus, runtime
 
     specs = _load(args.specs)
     runtime.check_device_key(specs.get("hardware", specs["device"]))
     dtypes = specs["calibration"].get("dtypes", ["float16", "bfloat16", "float32"])
     with gpus.exclusive("calibrate"):
         result = calibration.calibrate(dtypes)
-    _write_json(args.out, {"device": specs["device"], **result, "gpu": gpus.summary(),
-                           "job_started_at": _STARTED_AT, "job_ended_at": time.time()})
+    _write_json(
+        args.out,
+        {
+            "device": specs["device"],
+            **result,
+            "gpu": gpus.summary(),
+            "job_started_at": _STARTED_AT,
+            "job_ended_at": time.time(),
+        },
+    )
 
 
 def cmd_correctness(args) -> None:
@@ -152,19 +177,27 @@ def cmd_sweep(args) -> None:
 
     specs, spec, shape, dtype, case = _resolve(args)
     settings = timing.TimingSettings.from_config(specs["sweep"]["timing"])
-    result = sweep.sweep_case(spec, shape, dtype, settings, specs["sweep"].get("max_configs"),
-                              compile_workers=int(specs["sweep"].get("compile_workers") or 1))
+    result = sweep.sweep_case(
+        spec,
+        shape,
+        dtype,
+        settings,
+        specs["sweep"].get("max_configs"),
+        compile_workers=int(specs["sweep"].get("compile_workers") or 1),
+    )
     _write_json(args.out, {**_case_header(specs, case), "cold_caches": args.cold_caches, **result})
 
 
 def cmd_timing(args) -> None:
-    from kernelscope import benchmark, sweep, timing
+    from kernelscope import sweep, timing, timing_stage
 
     specs, spec, shape, dtype, case = _resolve(args)
     settings = timing.TimingSettings.from_config(specs["timing"])
     gate = _load(args.correctness)
     failed = {r["implementation"]: r.get("failure") for r in gate["implementations"] if r.get("ok") is False}
-    result = benchmark.time_case(spec, shape, dtype, sweep.best_configs(_load(args.sweep)), settings, failed_correctness=failed)
+    result = timing_stage.time_case(
+        spec, shape, dtype, sweep.best_configs(_load(args.sweep)), settings, failed_correctness=failed
+    )
     _write_json(args.out, {**_case_header(specs, case), "cold_caches": args.cold_caches, **result})
 
 
@@ -172,8 +205,9 @@ def cmd_profile(args) -> None:
     from kernelscope import profiling, sweep
 
     specs, spec, shape, dtype, case = _resolve(args)
-    result = profiling.profile_case(spec, shape, dtype, sweep.best_configs(_load(args.sweep)),
-                                    int(specs["profile"].get("calls", 5)))
+    result = profiling.profile_case(
+        spec, shape, dtype, sweep.best_configs(_load(args.sweep)), int(specs["profile"].get("calls", 5))
+    )
     _write_json(args.out, {**_case_header(specs, case), **result})
 
 
@@ -182,9 +216,9 @@ def cmd_ncu(args) -> None:
 
     specs, spec, shape, dtype, case = _resolve(args)
     best = sweep.best_configs(_load(args.sweep))
-    order = ncu.profiled_variants(spec, shape, dtype, best)
+    implementations = ncu.profiled_variants(spec, shape, dtype, best)
     argv = ncu.target_argv(args.specs, args.kernel, args.shape, args.dtype, args.sweep)
-    result = ncu.run(argv, order, runtime.select_backend() == "cuda")
+    result = ncu.run(argv, implementations, runtime.select_backend() == "cuda")
     _write_json(args.out, {**_case_header(specs, case), **result})
 
 
@@ -200,10 +234,15 @@ def cmd_compare(args) -> None:
 
     for path in (args.a, args.b):
         if not (Path(path) / "specs.json").exists():
-            sys.exit(f"kernelscope compare: {path}/specs.json does not exist: pass a results/<device> directory "
-                     f"of a finished run")
+            sys.exit(
+                f"kernelscope compare: {path}/specs.json does not exist: pass a results/<device> directory "
+                f"of a finished run"
+            )
     verdict = compare.build(args.a, args.b, args.out, label_a=args.label_a, label_b=args.label_b)
-    print(f"{args.a} vs {args.b}: {verdict['kind']}" + (f" ({'; '.join(verdict['reasons'])})" if verdict["reasons"] else ""))
+    print(
+        f"{args.a} vs {args.b}: {verdict['kind']}"
+        + (f" ({'; '.join(verdict['reasons'])})" if verdict["reasons"] else "")
+    )
 
 
 def cmd_report(args) -> None:
@@ -251,15 +290,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--b", required=True, help="results/<device> of run B")
     p.add_argument("--label-a", help="name of run A in the document (default: its device key)")
     p.add_argument("--label-b", help="name of run B in the document (default: its device key)")
-    stage("index", cmd_index, case=False).add_argument("--reports", required=True,
-                                                       help="the reports/ folder: every run and comparison in it")
+    stage("index", cmd_index, case=False).add_argument(
+        "--reports", required=True, help="the reports/ folder: every run and comparison in it"
+    )
 
     args = parser.parse_args(argv)
     # One line in the job's log says where the job ran, as seen from inside: the check that every job of a
     # --use-singularity run ran in the image (tests/test_container_e2e.py). Apptainer sets the variable.
     image = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
-    print(f"kernelscope {args.stage}: " + (f"in Apptainer image {image}" if image else "not in an Apptainer container"),
-          file=sys.stderr, flush=True)
+    print(
+        f"kernelscope {args.stage}: " + (f"in Apptainer image {image}" if image else "not in an Apptainer container"),
+        file=sys.stderr,
+        flush=True,
+    )
     if args.stage not in ("report", "compare", "index"):
         # before anything initialises CUDA: this job's one card for its whole life
         from kernelscope import gpus

@@ -34,7 +34,9 @@ class ClockMonitor:
                 uuid = _cuda_device_uuid()
             self._handle = pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else pynvml.nvmlDeviceGetHandleByIndex(0)
             self._reasons = {
-                name.removeprefix("nvmlClocksEventReason").removeprefix("nvmlClocksThrottleReason"): getattr(pynvml, name)
+                name.removeprefix("nvmlClocksEventReason").removeprefix("nvmlClocksThrottleReason"): getattr(
+                    pynvml, name
+                )
                 for name in dir(pynvml)
                 if name.startswith(("nvmlClocksEventReason", "nvmlClocksThrottleReason"))
                 and not name.endswith(("All", "None", "Unknown"))
@@ -49,16 +51,21 @@ class ClockMonitor:
         n = self._nvml
         h = self._handle
         out: dict[str, Any] = {}
-        for key, fn in (("sm_mhz", lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)),
-                        ("mem_mhz", lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM)),
-                        ("temp_c", lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)),
-                        ("power_w", lambda: n.nvmlDeviceGetPowerUsage(h) / 1000.0)):
+        for key, fn in (
+            ("sm_mhz", lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)),
+            ("mem_mhz", lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM)),
+            ("temp_c", lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)),
+            ("power_w", lambda: n.nvmlDeviceGetPowerUsage(h) / 1000.0),
+        ):
             try:
                 out[key] = fn()
             except Exception:  # noqa: BLE001 - an unreadable field stays absent
                 pass
         try:
-            getter = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
+            getter = (
+                getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                or n.nvmlDeviceGetCurrentClocksThrottleReasons
+            )
             mask = getter(h)
             out["throttle"] = sorted({_snake(name) for name, bit in self._reasons.items() if mask & bit})
         except Exception:  # noqa: BLE001
@@ -70,12 +77,14 @@ class ClockMonitor:
             return {"nvml": self.reason}
         n, h = self._nvml, self._handle
         info: dict[str, Any] = {}
-        for key, fn in (("max_sm_mhz", lambda: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM)),
-                        ("max_mem_mhz", lambda: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_MEM)),
-                        ("power_limit_w", lambda: n.nvmlDeviceGetPowerManagementLimit(h) / 1000.0),
-                        ("driver", lambda: _str(n.nvmlSystemGetDriverVersion())),
-                        ("persistence_mode", lambda: n.nvmlDeviceGetPersistenceMode(h)),
-                        ("uuid", lambda: _str(n.nvmlDeviceGetUUID(h)))):
+        for key, fn in (
+            ("max_sm_mhz", lambda: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM)),
+            ("max_mem_mhz", lambda: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_MEM)),
+            ("power_limit_w", lambda: n.nvmlDeviceGetPowerManagementLimit(h) / 1000.0),
+            ("driver", lambda: _str(n.nvmlSystemGetDriverVersion())),
+            ("persistence_mode", lambda: n.nvmlDeviceGetPersistenceMode(h)),
+            ("uuid", lambda: _str(n.nvmlDeviceGetUUID(h))),
+        ):
             try:
                 info[key] = fn()
             except Exception:  # noqa: BLE001
@@ -93,7 +102,7 @@ class ClockMonitor:
         while time.perf_counter() < t_end:
             workload()
             readings.append(self.read().get("sm_mhz", 0))
-        tail = readings[len(readings) // 2:] or readings
+        tail = readings[len(readings) // 2 :] or readings
         self.steady_sm_mhz = float(sorted(tail)[len(tail) // 2]) if tail else None
 
 
@@ -126,7 +135,9 @@ def flag_samples(readings: list[dict[str, Any]], steady_sm_mhz: float | None) ->
     flags = []
     for r in readings:
         reasons = [t for t in r.get("throttle", []) if t not in _BENIGN_REASONS]
-        slow = steady_sm_mhz is not None and r.get("sm_mhz") is not None and r["sm_mhz"] < STEADY_FRACTION * steady_sm_mhz
+        slow = (
+            steady_sm_mhz is not None and r.get("sm_mhz") is not None and r["sm_mhz"] < STEADY_FRACTION * steady_sm_mhz
+        )
         flag = []
         if reasons:
             flag.append("throttled:" + "+".join(reasons))

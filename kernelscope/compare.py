@@ -15,7 +15,8 @@ runs can be compared at all is decided first, from their environment records and
 
 Only implementations that passed the correctness gate in both runs are compared, and a Triton variant
 tuned to different configs in the two runs is compared as tuned, with both configs shown. Where a case's
-kernel module differs between the runs (its sha256 in the timing records), a rerun's difference in a
+kernel code differs between the runs (the sha256 of its module and of every repository module it imports,
+in the timing records), a rerun's difference in a
 Triton variant is a before/after of that code change, and says so; across GPUs such a variant is not
 compared (GPU and code would be confounded). The module's torch baselines call the same library code
 either way, so they are compared as usual.
@@ -84,8 +85,9 @@ def _cases(data: Mapping[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]
 
 def _records(case: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Each implementation's first timed block (A1 for the primary baseline)."""
-    return {r["implementation"]: r for r in (case.get("timing") or {}).get("implementations", [])
-            if r.get("block") != "A2"}
+    return {
+        r["implementation"]: r for r in (case.get("timing") or {}).get("implementations", []) if r.get("block") != "A2"
+    }
 
 
 def _floor(*docs: Mapping[str, Any]) -> float | None:
@@ -126,17 +128,41 @@ def orderings(a: Mapping[str, Any], b: Mapping[str, Any]) -> pd.DataFrame:
             if other is None:
                 continue
             resolved = {c["verdict"], other} <= {claims.FASTER, claims.SLOWER}
-            state = (HELD if resolved and c["verdict"] == other else FLIPPED if resolved else ORDER_UNRESOLVED)
-            rows.append({"kernel": key[0], "shape": key[1], "dtype": key[2], "triton": c["a"], "baseline": c["b"],
-                         "verdict_a": c["verdict"], "verdict_b": other, "ordering": state})
-    return pd.DataFrame(rows, columns=["kernel", "shape", "dtype", "triton", "baseline", "verdict_a", "verdict_b",
-                                       "ordering"])
+            state = HELD if resolved and c["verdict"] == other else FLIPPED if resolved else ORDER_UNRESOLVED
+            rows.append(
+                {
+                    "kernel": key[0],
+                    "shape": key[1],
+                    "dtype": key[2],
+                    "triton": c["a"],
+                    "baseline": c["b"],
+                    "verdict_a": c["verdict"],
+                    "verdict_b": other,
+                    "ordering": state,
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["kernel", "shape", "dtype", "triton", "baseline", "verdict_a", "verdict_b", "ordering"]
+    )
 
 
 def _fastest(case: Mapping[str, Any]) -> str | None:
-    ok = [r for name, r in _records(case).items() if r.get("status") == "ok"
-          and name in claims.passed_gate(case.get("correctness"))]
+    ok = [
+        r
+        for name, r in _records(case).items()
+        if r.get("status") == "ok" and name in claims.passed_gate(case.get("correctness"))
+    ]
     return min(ok, key=lambda r: r["median_us"])["implementation"] if ok else None
+
+
+def _code_hashes(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The two timing records' hashes of the kernel's code: of its module and every repository module it
+    imports where both records carry that; records written before that field existed carry only the
+    module's own hash."""
+    for field in ("kernel_sources_sha256", "kernel_module_sha256"):
+        if a.get(field) and b.get(field):
+            return a[field], b[field]
+    return None, None
 
 
 def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None = None) -> pd.DataFrame:
@@ -154,48 +180,84 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None =
         passed = claims.passed_gate(ca.get("correctness")) & claims.passed_gate(cb.get("correctness"))
         floor = _floor(ca["timing"], cb["timing"])
         graph_floor = _graph_floor(ca["timing"], cb["timing"])
-        sha_a, sha_b = ca["timing"].get("kernel_module_sha256"), cb["timing"].get("kernel_module_sha256")
+        sha_a, sha_b = _code_hashes(ca["timing"], cb["timing"])
         code_changed = bool(sha_a and sha_b and sha_a != sha_b)
         for name in [n for n in ra if n in rb]:
             rec_a, rec_b = ra[name], rb[name]
-            row = {"kernel": key[0], "shape": key[1], "dtype": key[2], "implementation": name,
-                   "a_us": rec_a.get("median_us"), "b_us": rec_b.get("median_us"),
-                   "config_a": rec_a.get("config") or {}, "config_b": rec_b.get("config") or {},
-                   "kernel_source": "changed" if code_changed else "same",
-                   "kind": rec_b.get("kind") or rec_a.get("kind")}
-            untimed = [f"{run}: {rec.get('status')} ({rec.get('reason', '')})".replace(" ()", "")
-                       for run, rec in (("A", rec_a), ("B", rec_b)) if rec.get("status") != "ok"]
+            row = {
+                "kernel": key[0],
+                "shape": key[1],
+                "dtype": key[2],
+                "implementation": name,
+                "a_us": rec_a.get("median_us"),
+                "b_us": rec_b.get("median_us"),
+                "config_a": rec_a.get("config") or {},
+                "config_b": rec_b.get("config") or {},
+                "kernel_source": "changed" if code_changed else "same",
+                "kind": rec_b.get("kind") or rec_a.get("kind"),
+            }
+            untimed = [
+                f"{run}: {rec.get('status')} ({rec.get('reason', '')})".replace(" ()", "")
+                for run, rec in (("A", rec_a), ("B", rec_b))
+                if rec.get("status") != "ok"
+            ]
             if untimed:
                 row.update(verdict=NOT_COMPARABLE, why=UNTIMED + "; ".join(untimed))
             elif _same_measurement(ca["timing"], cb["timing"]):
-                row.update(verdict=NOT_COMPARABLE, why=f"{SAME_MEASUREMENT} (timed {ca['timing']['created']}; a "
-                                                      "resumed run carried it over), not a second one")
+                row.update(
+                    verdict=NOT_COMPARABLE,
+                    why=f"{SAME_MEASUREMENT} (timed {ca['timing']['created']}; a "
+                    "resumed run carried it over), not a second one",
+                )
             elif name not in passed:
                 row.update(verdict=NOT_COMPARABLE, why="did not pass the correctness gate in both runs")
             elif code_changed and kind == CROSS_GPU and row["kind"] == "triton":
-                row.update(verdict=NOT_COMPARABLE, why=f"the kernel module differs between the runs ({sha_a[:12]} vs "
-                                                      f"{sha_b[:12]}): GPU and code would be confounded")
+                row.update(
+                    verdict=NOT_COMPARABLE,
+                    why=f"the kernel module differs between the runs ({sha_a[:12]} vs "
+                    f"{sha_b[:12]}): GPU and code would be confounded",
+                )
             else:
                 # B's record as "a" of the claim: the verdict reads "B is faster / slower than A"
                 rerun_floor = RUN_TO_RUN_FLOOR.get(row["kind"], max(RUN_TO_RUN_FLOOR.values()))
                 row["floor"] = max(floor or 0.0, rerun_floor)
-                claim = claims.compare(rec_b, rec_a, row["floor"], interpreter=False,
-                                       aa_graph_rel=max(graph_floor or 0.0, rerun_floor))
+                claim = claims.compare(
+                    rec_b, rec_a, row["floor"], interpreter=False, aa_graph_rel=max(graph_floor or 0.0, rerun_floor)
+                )
                 if claim.get("median_b_us"):  # the medians the verdict used (graph replay where that was the basis)
                     row.update(a_us=claim["median_b_us"], b_us=claim["median_a_us"])
-                row.update(verdict=claim["verdict"], why=claim["why"], basis=claim.get("basis"),
-                           b_time_over_a=(claim["median_a_us"] / claim["median_b_us"]
-                                          if claim.get("median_b_us") else None))
+                row.update(
+                    verdict=claim["verdict"],
+                    why=claim["why"],
+                    basis=claim.get("basis"),
+                    b_time_over_a=(claim["median_a_us"] / claim["median_b_us"] if claim.get("median_b_us") else None),
+                )
             if code_changed and row.get("verdict") != NOT_COMPARABLE and row["kind"] == "triton":
                 (_, old, sha_old), (_, new, sha_new) = sorted([(_when(a), la, sha_a), (_when(b), lb, sha_b)])
-                row["why"] = (f"kernel module changed between the runs ({old} {sha_old[:12]} → {new} {sha_new[:12]}); "
-                              f"{row['why']}")
+                row["why"] = (
+                    f"kernel module changed between the runs ({old} {sha_old[:12]} → {new} {sha_new[:12]}); "
+                    f"{row['why']}"
+                )
             if row["config_a"] != row["config_b"]:
-                row["why"] = (f"{row['why']}; tuned configs differ: {la} {claims.config_text(row['config_a'])}, "
-                              f"{lb} {claims.config_text(row['config_b'])}")
+                row["why"] = (
+                    f"{row['why']}; tuned configs differ: {la} {claims.config_text(row['config_a'])}, "
+                    f"{lb} {claims.config_text(row['config_b'])}"
+                )
             rows.append(row)
-    columns = ["kernel", "shape", "dtype", "implementation", "a_us", "b_us", "b_time_over_a", "verdict", "basis",
-               "floor", "kernel_source", "why"]
+    columns = [
+        "kernel",
+        "shape",
+        "dtype",
+        "implementation",
+        "a_us",
+        "b_us",
+        "b_time_over_a",
+        "verdict",
+        "basis",
+        "floor",
+        "kernel_source",
+        "why",
+    ]
     return pd.DataFrame(rows, columns=columns + ["kind", "config_a", "config_b"])
 
 
@@ -211,47 +273,63 @@ def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[
     for _, r in changed.iterrows():
         # a changed module changes its Triton variants; its torch baselines call the same library code
         subject = f"{lb}'s code" if r["kernel_source"] == "changed" and r["kind"] == "triton" else lb
-        supports.append(f"{r['kernel']} {r['shape']} {r['dtype']} {r['implementation']}: {subject} is {r['verdict']} "
-                        f"than {la}: {r['b_us']:.3f} µs vs {r['a_us']:.3f} µs ({r['why']}).")
+        supports.append(
+            f"{r['kernel']} {r['shape']} {r['dtype']} {r['implementation']}: {subject} is {r['verdict']} "
+            f"than {la}: {r['b_us']:.3f} µs vs {r['a_us']:.3f} µs ({r['why']})."
+        )
     if kind == RERUN and len(same):
         why = rows["why"].astype(str)
         # timed in both runs and not one record carried into both: unsupported or untimed pairs are no test
         measured = rows[~why.str.startswith(SAME_MEASUREMENT) & ~why.str.startswith(UNTIMED)]
-        supports.append(f"{len(same)} of {len(measured)} implementation × case pairs timed in both runs "
-                        f"({len(same) / len(measured):.1%}) reproduced: no difference resolved between the two runs "
-                        "(within the floor: either run's A/A floor or the run-to-run floor, or not significant).")
+        supports.append(
+            f"{len(same)} of {len(measured)} implementation × case pairs timed in both runs "
+            f"({len(same) / len(measured):.1%}) reproduced: no difference resolved between the two runs "
+            "(within the floor: either run's A/A floor or the run-to-run floor, or not significant)."
+        )
     # the commits that timed the cases (a resumed run can hold several), not only the environment job's
     commits = [sorted(rundata.case_commits(dict(d))) for d in (a, b)]
     if commits[0] != commits[1]:
-        refuses.append(f"Attributing a difference in a case whose kernel module did not change to the GPU or to "
-                       f"chance alone: the runs' cases were timed at different commits ({', '.join(commits[0])} vs "
-                       f"{', '.join(commits[1])}), so the measuring code may differ too.")
+        refuses.append(
+            f"Attributing a difference in a case whose kernel module did not change to the GPU or to "
+            f"chance alone: the runs' cases were timed at different commits ({', '.join(commits[0])} vs "
+            f"{', '.join(commits[1])}), so the measuring code may differ too."
+        )
     elif len(same):
-        refuses.extend(f"An ordering of {la} and {lb} for {r['kernel']} {r['shape']} {r['dtype']} "
-                       f"{r['implementation']}: {r['why']}." for _, r in same.iterrows())
+        refuses.extend(
+            f"An ordering of {la} and {lb} for {r['kernel']} {r['shape']} {r['dtype']} "
+            f"{r['implementation']}: {r['why']}."
+            for _, r in same.iterrows()
+        )
     if kind == CROSS_GPU:
         for key, ca in _cases(a).items():
             cb = _cases(b).get(key)
             if cb and ca.get("timing") and cb.get("timing"):
                 fa, fb = _fastest(ca), _fastest(cb)
                 note = "the same" if fa == fb else "different"
-                supports.append(f"{' '.join(key)}: fastest correct implementation (by event median) is {fa} on "
-                                f"{la} and {fb} on {lb} ({note}; an ordering within a run needs its own report's "
-                                "claims).")
+                supports.append(
+                    f"{' '.join(key)}: fastest correct implementation (by event median) is {fa} on "
+                    f"{la} and {fb} on {lb} ({note}; an ordering within a run needs its own report's "
+                    "claims)."
+                )
     if not rows.empty:
         carried = rows["why"].astype(str).str.startswith(SAME_MEASUREMENT)
-        refuses.extend(f"{r['kernel']} {r['shape']} {r['dtype']} {r['implementation']}: {r['why']}."
-                       for _, r in rows[(rows["verdict"] == NOT_COMPARABLE) & ~carried].iterrows())
+        refuses.extend(
+            f"{r['kernel']} {r['shape']} {r['dtype']} {r['implementation']}: {r['why']}."
+            for _, r in rows[(rows["verdict"] == NOT_COMPARABLE) & ~carried].iterrows()
+        )
         if carried.any():
             cases = sorted({f"{r['kernel']} {r['shape']} {r['dtype']}" for _, r in rows[carried].iterrows()})
-            refuses.append(f"Any run-to-run statement on {len(cases)} cases ({int(carried.sum())} implementation × "
-                           f"case pairs) that hold the same measurement in both runs (a resumed run carried them "
-                           f"over): {', '.join(cases)}.")
+            refuses.append(
+                f"Any run-to-run statement on {len(cases)} cases ({int(carried.sum())} implementation × "
+                f"case pairs) that hold the same measurement in both runs (a resumed run carried them "
+                f"over): {', '.join(cases)}."
+            )
     only_a = sorted(set(_cases(a)) - set(_cases(b)))
     only_b = sorted(set(_cases(b)) - set(_cases(a)))
     if only_a or only_b:
-        refuses.append(f"Cases planned in one run only (no comparison): {len(only_a)} only in {la}, "
-                       f"{len(only_b)} only in {lb}.")
+        refuses.append(
+            f"Cases planned in one run only (no comparison): {len(only_a)} only in {la}, {len(only_b)} only in {lb}."
+        )
     refuses.append("Other shapes, dtypes, GPUs or software versions than those recorded for the two runs.")
     return {"supports": supports, "does_not_support": refuses}
 
@@ -264,65 +342,138 @@ def _commits(data: Mapping[str, Any]) -> str:
     return ", ".join(f"{commit} ({n} cases)" for commit, n in rundata.case_commits(dict(data)).items())
 
 
-def document(a: Mapping[str, Any], b: Mapping[str, Any], verdict: Mapping[str, Any],
-             rows: pd.DataFrame) -> dict[str, Any]:
+def document(
+    a: Mapping[str, Any], b: Mapping[str, Any], verdict: Mapping[str, Any], rows: pd.DataFrame
+) -> dict[str, Any]:
     """The comparison document for ``comparability(a, b)`` and, where comparable, ``compare_cases(a, b)``."""
     la, lb = a["specs"]["device"], b["specs"]["device"]
     fa, fb = verdict["fingerprint_a"], verdict["fingerprint_b"]
-    runs = pd.DataFrame([{"field": k, "A": fa.get(k), "B": fb.get(k)} for k in ("gpu", *SOFTWARE)] + [
-        {"field": "GPU UUID (which card; environment record)", "A": (a["environment"].get("gpu") or {}).get("uuid"),
-         "B": (b["environment"].get("gpu") or {}).get("uuid")},
-        {"field": "cards of the timed cases", "A": _cards(a), "B": _cards(b)},
-        {"field": "results", "A": la, "B": lb},
-        {"field": "git commit (environment record)", "A": (a["environment"].get("git") or {}).get("commit"),
-         "B": (b["environment"].get("git") or {}).get("commit")},
-        {"field": "commits of the timed cases", "A": _commits(a), "B": _commits(b)},
-        {"field": "config hash", "A": a["specs"].get("config_hash"), "B": b["specs"].get("config_hash")}])
+    runs = pd.DataFrame(
+        [{"field": k, "A": fa.get(k), "B": fb.get(k)} for k in ("gpu", *SOFTWARE)]
+        + [
+            {
+                "field": "GPU UUID (which card; environment record)",
+                "A": (a["environment"].get("gpu") or {}).get("uuid"),
+                "B": (b["environment"].get("gpu") or {}).get("uuid"),
+            },
+            {"field": "cards of the timed cases", "A": _cards(a), "B": _cards(b)},
+            {"field": "results", "A": la, "B": lb},
+            {
+                "field": "git commit (environment record)",
+                "A": (a["environment"].get("git") or {}).get("commit"),
+                "B": (b["environment"].get("git") or {}).get("commit"),
+            },
+            {"field": "commits of the timed cases", "A": _commits(a), "B": _commits(b)},
+            {"field": "config hash", "A": a["specs"].get("config_hash"), "B": b["specs"].get("config_hash")},
+        ]
+    )
     sections = [{"title": "Runs", "blocks": [table(runs, ["field", "A", "B"])]}]
     if verdict["kind"] == NOT_COMPARABLE:
-        sections.append({"title": "What this comparison supports / does not support", "blocks": [
-            text("Supports: no statement comparing these runs."),
-            text("Does not support any ranking of A against B, because:"),
-            bullets(verdict["reasons"]),
-            text("Each run's own report still holds for that run.")]})
+        sections.append(
+            {
+                "title": "What this comparison supports / does not support",
+                "blocks": [
+                    text("Supports: no statement comparing these runs."),
+                    text("Does not support any ranking of A against B, because:"),
+                    bullets(verdict["reasons"]),
+                    text("Each run's own report still holds for that run."),
+                ],
+            }
+        )
         banner = f"{la} (A) vs {lb} (B): not comparable."
-        return {"title": f"kernelscope comparison — {la} vs {lb}", "banner": banner,
-                "warning": "NOT COMPARABLE: " + "; ".join(verdict["reasons"]), "sections": sections}
+        return {
+            "title": f"kernelscope comparison — {la} vs {lb}",
+            "banner": banner,
+            "warning": "NOT COMPARABLE: " + "; ".join(verdict["reasons"]),
+            "sections": sections,
+        }
     stated = _statements(verdict["kind"], rows, a, b)
-    sections.append({"title": "What this comparison supports / does not support", "blocks": [
-        text(f"Kind: {verdict['kind']}. {lb} against {la} under the claim rules: Mann–Whitney p < {claims.ALPHA} "
-             f"and a median difference above the larger of either run's A/A floor and the run-to-run floor of the "
-             f"implementation's kind ({', '.join(f'{k} {v:.0%}' for k, v in RUN_TO_RUN_FLOOR.items())}: the "
-             "largest differences the published H200 reruns showed for unchanged code, kernelscope.compare)."
-                     + (" Run-to-run noise (another process, another thermal state) can exceed the in-job A/A "
+    sections.append(
+        {
+            "title": "What this comparison supports / does not support",
+            "blocks": [
+                text(
+                    f"Kind: {verdict['kind']}. {lb} against {la} under the claim rules: Mann–Whitney p < "
+                    f"{claims.ALPHA} and a median difference above the larger of either run's A/A floor and the "
+                    "run-to-run floor of the "
+                    f"implementation's kind ({', '.join(f'{k} {v:.0%}' for k, v in RUN_TO_RUN_FLOOR.items())}: the "
+                    "largest differences the published H200 reruns showed for unchanged code, kernelscope.compare)."
+                    + (
+                        " Run-to-run noise (another process, another thermal state) can exceed the in-job A/A "
                         "floor; a difference here says the two runs measured differently, not why."
-                        if verdict["kind"] == RERUN else "")),
-        text("Supports:"), bullets(stated["supports"] or ["No statement."]),
-        text("Does not support:"), bullets(stated["does_not_support"])]})
+                        if verdict["kind"] == RERUN
+                        else ""
+                    )
+                ),
+                text("Supports:"),
+                bullets(stated["supports"] or ["No statement."]),
+                text("Does not support:"),
+                bullets(stated["does_not_support"]),
+            ],
+        }
+    )
     order = orderings(a, b)
     if not order.empty:
         counts = order["ordering"].value_counts()
         flipped = order[order["ordering"] == FLIPPED]
-        sections.append({"title": "Orderings across the runs", "blocks": [
-            text(f"Each Triton variant against each baseline, as each run's own claim rules ordered them: "
-                 f"{int(counts.get(HELD, 0))} held, {int(counts.get(FLIPPED, 0))} flipped, "
-                 f"{int(counts.get(ORDER_UNRESOLVED, 0))} not resolved in at least one run, of {len(order)}."),
-            table(flipped if not flipped.empty else order[order["ordering"] == HELD].head(0),
-                  ["ordering", "kernel", "shape", "dtype", "triton", "baseline", "verdict_a", "verdict_b"],
-                  notes=[f"Flipped orderings only (verdict_a: {la}, verdict_b: {lb}); every pair is in "
-                         "orderings.csv."])]})
-    sections.append({"title": "Per case and implementation", "blocks": [
-        text(f"a_us: {la}'s median, b_us: {lb}'s (event median, or CUDA-graph replay where the basis says so "
-                     "the comparison used it); b_time_over_a above 1 means B took longer."),
-        table(rows, ["verdict", "b_time_over_a", "kernel", "shape", "dtype", "implementation", "a_us", "b_us",
-                     "floor", "basis", "kernel_source"])]})
+        sections.append(
+            {
+                "title": "Orderings across the runs",
+                "blocks": [
+                    text(
+                        f"Each Triton variant against each baseline, as each run's own claim rules ordered them: "
+                        f"{int(counts.get(HELD, 0))} held, {int(counts.get(FLIPPED, 0))} flipped, "
+                        f"{int(counts.get(ORDER_UNRESOLVED, 0))} not resolved in at least one run, of {len(order)}."
+                    ),
+                    table(
+                        flipped if not flipped.empty else order[order["ordering"] == HELD].head(0),
+                        ["ordering", "kernel", "shape", "dtype", "triton", "baseline", "verdict_a", "verdict_b"],
+                        notes=[
+                            f"Flipped orderings only (verdict_a: {la}, verdict_b: {lb}); every pair is in "
+                            "orderings.csv."
+                        ],
+                    ),
+                ],
+            }
+        )
+    sections.append(
+        {
+            "title": "Per case and implementation",
+            "blocks": [
+                text(
+                    f"a_us: {la}'s median, b_us: {lb}'s (event median, or CUDA-graph replay where the basis says so "
+                    "the comparison used it); b_time_over_a above 1 means B took longer."
+                ),
+                table(
+                    rows,
+                    [
+                        "verdict",
+                        "b_time_over_a",
+                        "kernel",
+                        "shape",
+                        "dtype",
+                        "implementation",
+                        "a_us",
+                        "b_us",
+                        "floor",
+                        "basis",
+                        "kernel_source",
+                    ],
+                ),
+            ],
+        }
+    )
     banner = f"{la} (A) vs {lb} (B): {verdict['kind']}; {rows['kernel'].size} implementation × case pairs."
-    return {"title": f"kernelscope comparison — {la} vs {lb}", "banner": banner, "warning": None,
-            "sections": sections}
+    return {"title": f"kernelscope comparison — {la} vs {lb}", "banner": banner, "warning": None, "sections": sections}
 
 
-def build(results_a: str | Path, results_b: str | Path, out_dir: str | Path, label_a: str | None = None,
-          label_b: str | None = None) -> dict[str, Any]:
+def build(
+    results_a: str | Path,
+    results_b: str | Path,
+    out_dir: str | Path,
+    label_a: str | None = None,
+    label_b: str | None = None,
+) -> dict[str, Any]:
     """Write ``out_dir/report.{md,html}`` and ``out_dir/comparison.csv``; returns the comparability verdict.
     ``label_a``/``label_b`` name the runs in the document (two runs on one GPU share a device key)."""
     a, b = rundata.collect(Path(results_a)), rundata.collect(Path(results_b))

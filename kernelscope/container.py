@@ -115,7 +115,7 @@ def _collect(commands: list[list[str]]) -> tuple[frozenset[str], tuple, tuple]:
             words = words[1:]
         command = (Path(words[0]).name, *words[1:])
         if command[0] == "apt-get" and "install" in command:
-            apt.update(w for w in command[command.index("install") + 1:] if not w.startswith("-"))
+            apt.update(w for w in command[command.index("install") + 1 :] if not w.startswith("-"))
         elif command[:2] == ("pip", "install"):
             pips.append(command)
         elif command[:2] == ("pip", "check") or command[1:3] == ("-m", "kernelscope.container"):
@@ -215,12 +215,15 @@ def differences(docker: Recipe, apptainer: Recipe) -> list[str]:
         if labelled != (r.base.tag, r.base.digest):
             found.append(f"{name}: base-image labels {labelled} do not match the image it builds from {r.base}")
     apptainer_env = {k: v.removesuffix(PER_USER_SUFFIX) for k, v in apptainer.environment.items()}
-    for field, a, b in (("base image", docker.base, apptainer.base), ("labels", docker.labels, apptainer.labels),
-                        ("system packages", docker.apt_packages, apptainer.apt_packages),
-                        ("environment", docker.environment, apptainer_env),
-                        ("pip installs", docker.pip_installs, apptainer.pip_installs),
-                        ("copied files", docker.files, apptainer.files),
-                        ("build checks", docker.checks, apptainer.checks)):
+    for field, a, b in (
+        ("base image", docker.base, apptainer.base),
+        ("labels", docker.labels, apptainer.labels),
+        ("system packages", docker.apt_packages, apptainer.apt_packages),
+        ("environment", docker.environment, apptainer_env),
+        ("pip installs", docker.pip_installs, apptainer.pip_installs),
+        ("copied files", docker.files, apptainer.files),
+        ("build checks", docker.checks, apptainer.checks),
+    ):
         if a != b:
             found.append(f"{field}: Dockerfile has {a}, the definition has {b}")
     return found
@@ -231,7 +234,7 @@ def parse_requirements(path: str | Path) -> dict[str, str]:
     pins = {}
     for line in _logical_lines(Path(path).read_text()):
         match = _LOCK_ENTRY.match(line)
-        if not match or line[match.end():].strip():
+        if not match or line[match.end() :].strip():
             raise ContainerFileError(f"{path}: {line!r} is not an exact 'name==version' pin")
         pins[normalize(match["name"])] = match["version"]
     return pins

@@ -76,14 +76,17 @@ def _worst_index(diff: torch.Tensor, bound: torch.Tensor, finite_ref: torch.Tens
 
 def reference_for(spec: KernelSpec, inputs: Inputs) -> torch.Tensor:
     """The fp64 reference, computed on the inputs' device from float64 copies."""
-    upcast = {k: v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-              for k, v in inputs.items()}
+    upcast = {
+        k: v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        for k, v in inputs.items()
+    }
     with torch.no_grad():
         return spec.reference(upcast)
 
 
-def run_poisoned(impl: Implementation, spec: KernelSpec, inputs: Inputs, config: Mapping[str, Any],
-                 poison: float) -> torch.Tensor:
+def run_poisoned(
+    impl: Implementation, spec: KernelSpec, inputs: Inputs, config: Mapping[str, Any], poison: float
+) -> torch.Tensor:
     out = spec.make_output(inputs)
     out.fill_(poison)
     if not impl.writes_out:
@@ -102,8 +105,15 @@ def _poison_allocator(like: torch.Tensor, poison: float) -> None:
     del scratch
 
 
-def check_seed(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torch.dtype, seed: int,
-               config: Mapping[str, Any], repeat: bool) -> dict[str, Any]:
+def check_seed(
+    spec: KernelSpec,
+    impl: Implementation,
+    shape: Shape,
+    dtype: torch.dtype,
+    seed: int,
+    config: Mapping[str, Any],
+    repeat: bool,
+) -> dict[str, Any]:
     device = runtime.device()
     tol = spec.tolerance(dtype)
     inputs = spec.make_inputs(shape, dtype, device, seed)
@@ -125,8 +135,9 @@ def check_seed(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torc
         failures.append(f"inputs modified: {changed}")
     if repeat:
         again = run_poisoned(impl, spec, inputs, config, SENTINEL)
-        same = torch.equal(torch.nan_to_num(again.float(), nan=0.0), torch.nan_to_num(actual.float(), nan=0.0)) \
-            and torch.equal(torch.isnan(again), torch.isnan(actual))
+        same = torch.equal(
+            torch.nan_to_num(again.float(), nan=0.0), torch.nan_to_num(actual.float(), nan=0.0)
+        ) and torch.equal(torch.isnan(again), torch.isnan(actual))
         record["repeat_identical"] = bool(same)
         if not same:
             failures.append("a second run with another poison differs: unwritten elements or a race")
@@ -135,14 +146,26 @@ def check_seed(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torc
     return record
 
 
-def check_implementation(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torch.dtype,
-                         seeds: Sequence[int], config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def check_implementation(
+    spec: KernelSpec,
+    impl: Implementation,
+    shape: Shape,
+    dtype: torch.dtype,
+    seeds: Sequence[int],
+    config: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Check one implementation over all seeds; exceptions are recorded, never raised."""
     result: dict[str, Any] = {"implementation": impl.name, "kind": impl.kind, "config": dict(config or {})}
     reason = impl.unsupported_reason(shape, dtype)
     if reason:
-        return {**result, "status": "unsupported", "reason": reason, "declined": isinstance(reason, Declined),
-                "ok": None, "seeds": []}
+        return {
+            **result,
+            "status": "unsupported",
+            "reason": reason,
+            "declined": isinstance(reason, Declined),
+            "ok": None,
+            "seeds": [],
+        }
     records = []
     try:
         with faults.bounded(impl.name):
@@ -150,8 +173,14 @@ def check_implementation(spec: KernelSpec, impl: Implementation, shape: Shape, d
                 records.append(check_seed(spec, impl, shape, dtype, seed, config or {}, repeat=(i == 0)))
     except Exception as exc:  # a crashing, hanging or OOM kernel is a failing kernel, recorded with its error
         faults.after_failure()
-        return {**result, "status": faults.status(exc), "ok": False, "seeds": records,
-                "failure": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=8)}
+        return {
+            **result,
+            "status": faults.status(exc),
+            "ok": False,
+            "seeds": records,
+            "failure": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(limit=8),
+        }
     ok = all(r["ok"] for r in records)
     summary = {
         "max_abs_err": max(r.get("max_abs_err", math.inf) for r in records),
@@ -164,8 +193,9 @@ def check_implementation(spec: KernelSpec, impl: Implementation, shape: Shape, d
     return {**result, "status": "pass" if ok else "fail", "ok": ok, "failure": failure, **summary, "seeds": records}
 
 
-def _compile_ahead(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torch.dtype, seed: int,
-                   config: Mapping[str, Any]) -> None:
+def _compile_ahead(
+    spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torch.dtype, seed: int, config: Mapping[str, Any]
+) -> None:
     """Compile a Triton variant's kernels before its checks take the GPU lock (compiles launch nothing), so
     the locked section holds GPU work only. Any failure is left to the checks themselves to record."""
     try:

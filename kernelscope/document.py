@@ -61,18 +61,33 @@ def short_name(name: str, width: int = CODE_WIDTH) -> str:
                 out.append(ch)
         folded = "".join(out) if depth == 0 else folded
     folded = folded.replace("(…)::", "").replace("(anonymous namespace)::", "")
-    return folded if len(folded) <= width else folded[:width - 1] + "…"
+    return folded if len(folded) <= width else folded[: width - 1] + "…"
 
 
-def table(df: pd.DataFrame, columns: list[str], code: tuple[str, ...] = (), digits: int = 3,
-          notes: list[str] | None = None, links: tuple[str, ...] = ()) -> dict[str, Any]:
+def table(
+    df: pd.DataFrame,
+    columns: list[str],
+    code: tuple[str, ...] = (),
+    digits: int = 3,
+    notes: list[str] | None = None,
+    links: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """Columns of ``df`` that exist, in the order given; code columns are shortened (``short_name``); link
     columns hold a relative path, shown as a link to it."""
     cols = [c for c in columns if c in df.columns]
-    rows = [[short_name(r[c]) if c in code else fmt(r[c], digits) for c in cols] for _, r in df[cols].iterrows()] \
-        if not df.empty else []
-    return {"type": "table", "columns": cols, "code": [c in code for c in cols], "link": [c in links for c in cols],
-            "rows": rows, "notes": notes or []}
+    rows = (
+        [[short_name(r[c]) if c in code else fmt(r[c], digits) for c in cols] for _, r in df[cols].iterrows()]
+        if not df.empty
+        else []
+    )
+    return {
+        "type": "table",
+        "columns": cols,
+        "code": [c in code for c in cols],
+        "link": [c in links for c in cols],
+        "rows": rows,
+        "notes": notes or [],
+    }
 
 
 def figure(path: Path, src: str, alt: str) -> dict[str, Any]:
@@ -91,8 +106,14 @@ def anchor(title: str) -> str:
 
 
 def kv(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    return {"type": "table", "columns": ["field", "value"], "code": [False, False],
-            "link": [False, False], "rows": [[k, fmt(v)] for k, v in pairs], "notes": []}
+    return {
+        "type": "table",
+        "columns": ["field", "value"],
+        "code": [False, False],
+        "link": [False, False],
+        "rows": [[k, fmt(v)] for k, v in pairs],
+        "notes": [],
+    }
 
 
 def text(*lines: str) -> dict[str, Any]:
@@ -115,9 +136,14 @@ def render(doc: dict[str, Any], out: Path, name: str = "report") -> None:
             section["id"] = f"{base}-{n}"
         seen.add(section["id"])
     for template, target, escape in (("report.md.j2", f"{name}.md", False), ("report.html.j2", f"{name}.html", True)):
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=escape,
-                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                                 trim_blocks=True, lstrip_blocks=True)
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(TEMPLATES),
+            autoescape=escape,
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
         env.filters["md_cell"] = _md_cell
         env.filters["md_text"] = _md_text
         results.write_text(out / target, env.get_template(template).render(doc=doc))

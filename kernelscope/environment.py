@@ -42,9 +42,13 @@ def container_info() -> dict[str, Any]:
     image = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
     if image:
         runtime_name = "apptainer" if os.environ.get("APPTAINER_CONTAINER") else "singularity"
-        return {"containerized": True, "runtime": runtime_name, "image": image,
-                "image_name": os.environ.get("APPTAINER_NAME") or os.environ.get("SINGULARITY_NAME")}
-    if Path("/.dockerenv").exists() or os.environ.get("container") == "docker":
+        return {
+            "containerized": True,
+            "runtime": runtime_name,
+            "image": image,
+            "image_name": os.environ.get("APPTAINER_NAME") or os.environ.get("SINGULARITY_NAME"),
+        }
+    if Path("/.dockerenv").exists() or os.environ.get("container") == "docker":  # noqa: SIM112 (lower-case: the name container engines set)
         return {"containerized": True, "runtime": "docker", "image": os.environ.get("KERNELSCOPE_IMAGE")}
     return {"containerized": False, "runtime": None, "image": None}
 
@@ -56,8 +60,11 @@ def git_info(repo: str | None = None) -> dict[str, Any]:
     commit for a run of a later one)."""
     if os.environ.get("KERNELSCOPE_GIT_COMMIT"):
         dirty = os.environ.get("KERNELSCOPE_GIT_DIRTY")
-        return {"commit": os.environ["KERNELSCOPE_GIT_COMMIT"], "dirty": None if dirty is None else dirty == "1",
-                "source": "environment (KERNELSCOPE_GIT_COMMIT)"}
+        return {
+            "commit": os.environ["KERNELSCOPE_GIT_COMMIT"],
+            "dirty": None if dirty is None else dirty == "1",
+            "source": "environment (KERNELSCOPE_GIT_COMMIT)",
+        }
     commit = _run(["git", "rev-parse", "HEAD"], cwd=repo)
     if commit:
         status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo)

@@ -80,10 +80,15 @@ def after_failure() -> None:
 
 def abandoned_record(label: str, kind: str | None = None) -> dict[str, Any]:
     """The record of an implementation whose hang only ending the process could stop."""
-    return {"implementation": label, "kind": kind, "status": TIMEOUT, "ok": False,
-            "failure": f"still running after the {_limit_s:g} s limit and not interruptible (blocked in a device "
-                       f"call): the job wrote what it had and ended",
-            "reason": f"abandoned after the {_limit_s:g} s limit"}
+    return {
+        "implementation": label,
+        "kind": kind,
+        "status": TIMEOUT,
+        "ok": False,
+        "failure": f"still running after the {_limit_s:g} s limit and not interruptible (blocked in a device "
+        f"call): the job wrote what it had and ended",
+        "reason": f"abandoned after the {_limit_s:g} s limit",
+    }
 
 
 @contextlib.contextmanager
@@ -114,14 +119,21 @@ def bounded(label: str) -> Iterator[None]:
 
 def _abandon(label: str) -> None:
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    print(f"kernelscope: {label} still running {GRACE_S:g} s past its {_limit_s:g} s limit; writing the partial "
-          f"result and ending the job", file=sys.stderr, flush=True)
+    print(
+        f"kernelscope: {label} still running {GRACE_S:g} s past its {_limit_s:g} s limit; writing the partial "
+        f"result and ending the job",
+        file=sys.stderr,
+        flush=True,
+    )
     code = 124
     if _salvage is not None and _partial is not None:
         doc = _partial(label)
-        doc["abandoned"] = {"implementation": label, "limit_s": _limit_s, "at": started,
-                            "reason": "the implementation could not be interrupted; implementations after it in "
-                                      "this job were not run"}
+        doc["abandoned"] = {
+            "implementation": label,
+            "limit_s": _limit_s,
+            "at": started,
+            "reason": "the implementation could not be interrupted; implementations after it in this job were not run",
+        }
         _salvage(doc)
         code = 0
     sys.stdout.flush()

@@ -245,6 +245,12 @@ def summary() -> dict[str, Any] | None:
     if not _BINDING.uuid:
         return None
     held = {m: sum(s["end"] - s["start"] for s in _BINDING.sections if s["mode"] == m) for m in ("shared", "exclusive")}
-    return {"uuid": _BINDING.uuid, "pretend": _BINDING.uuid.startswith("PRETEND-"), "stage": _BINDING.stage,
-            "exclusive_s": held["exclusive"], "shared_s": held["shared"],
-            "lock_wait_s": sum(s["wait_s"] for s in _BINDING.sections), "sections": list(_BINDING.sections)}
+    return {
+        "uuid": _BINDING.uuid,
+        "pretend": _BINDING.uuid.startswith("PRETEND-"),
+        "stage": _BINDING.stage,
+        "exclusive_s": held["exclusive"],
+        "shared_s": held["shared"],
+        "lock_wait_s": sum(s["wait_s"] for s in _BINDING.sections),
+        "sections": list(_BINDING.sections),
+    }

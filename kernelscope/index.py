@@ -24,39 +24,60 @@ def _run_row(folder: Path, root: Path) -> dict[str, Any]:
     gate = facts.get("gate") or {}
     return {
         "run": f"{folder.relative_to(root)}/report.html",
-        "device": run.get("device"), "GPU": facts.get("gpu") or ("CPU interpreter" if run.get("interpreter") else "–"),
+        "device": run.get("device"),
+        "GPU": facts.get("gpu") or ("CPU interpreter" if run.get("interpreter") else "–"),
         "timed": (f"{facts['first_timed'][:10]} – {facts['last_timed'][:10]}" if facts.get("first_timed") else "–"),
         "versions": f"torch {run.get('torch')}, triton {run.get('triton')}",
         "commits (cases)": ", ".join(f"{c[:9]}" + (f" ({n})" if n else "") for c, n in commits.items()) or "–",
         "cards": len(cards),
         "cases timed": f"{run.get('cases_timed')}/{run.get('cases_planned')}",
-        "gate: pass / fail / error / not run": " / ".join(str(gate.get(k, 0)) for k in ("pass", "fail", "error",
-                                                                                       "unsupported")),
+        "gate: pass / fail / error / not run": " / ".join(
+            str(gate.get(k, 0)) for k in ("pass", "fail", "error", "unsupported")
+        ),
     }
 
 
 def _comparison_row(path: Path, root: Path) -> dict[str, Any]:
     first = path.read_text().split("\n", 4)
     banner = next((line for line in first[1:] if line.strip()), "")
-    return {"comparison": f"{path.parent.relative_to(root)}/report.html", "of run": str(path.parents[2].relative_to(root)),
-            "against": path.parent.name, "summary": banner.strip()}
+    return {
+        "comparison": f"{path.parent.relative_to(root)}/report.html",
+        "of run": str(path.parents[2].relative_to(root)),
+        "against": path.parent.name,
+        "summary": banner.strip(),
+    }
 
 
 def document(root: Path) -> dict[str, Any]:
     runs = pd.DataFrame([_run_row(p.parent, root) for p in sorted(root.glob("*/run.json"))])
     comparisons = pd.DataFrame([_comparison_row(p, root) for p in sorted(root.glob("*/compare/*/report.md"))])
-    return {"title": "kernelscope — published runs", "warning": None,
-            "banner": f"{len(runs)} runs and {len(comparisons)} comparisons under {root.name}/; each report is one "
-                      "self-contained HTML page (Markdown beside it).",
-            "sections": [
-                {"title": "Runs", "blocks": [
-                    text("Commits: the commit of the code that timed the cases, with how many cases each (a resumed "
-                         "run can span several). Gate: implementation × case outcomes of the correctness gate; not "
-                         "run = unsupported by design or declined by a budget."),
-                    table(runs, list(runs.columns), links=("run",)) if not runs.empty else text("No runs.")]},
-                {"title": "Comparisons", "blocks": [
-                    table(comparisons, list(comparisons.columns), links=("comparison",)) if not comparisons.empty
-                    else text("No comparisons.")]}]}
+    return {
+        "title": "kernelscope — published runs",
+        "warning": None,
+        "banner": f"{len(runs)} runs and {len(comparisons)} comparisons under {root.name}/; each report is one "
+        "self-contained HTML page (Markdown beside it).",
+        "sections": [
+            {
+                "title": "Runs",
+                "blocks": [
+                    text(
+                        "Commits: the commit of the code that timed the cases, with how many cases each (a resumed "
+                        "run can span several). Gate: implementation × case outcomes of the correctness gate; not "
+                        "run = unsupported by design or declined by a budget."
+                    ),
+                    table(runs, list(runs.columns), links=("run",)) if not runs.empty else text("No runs."),
+                ],
+            },
+            {
+                "title": "Comparisons",
+                "blocks": [
+                    table(comparisons, list(comparisons.columns), links=("comparison",))
+                    if not comparisons.empty
+                    else text("No comparisons.")
+                ],
+            },
+        ],
+    }
 
 
 def build(reports_dir: str | Path) -> None:

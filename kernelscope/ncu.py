@@ -1,8 +1,10 @@
 """Optional Nsight Compute stage: hardware counters for each Triton variant of a case.
 
 ``ncu`` runs ``python -m kernelscope ncu-target ...`` (which warms every variant up, then calls each once
-between ``cudaProfilerStart``/``Stop``) with ``--profile-from-start off``, so only those calls are
-profiled, and ``--clock-control none``, so the card's clocks are left as they are. The counters answer
+between ``cudaProfilerStart``/``Stop``, inside an NVTX range named after the implementation) with
+``--profile-from-start off``, so only those calls are profiled, ``--nvtx --nvtx-include <range>/`` for each
+implementation, so each profiled kernel is attributed to its implementation by name (not by launch order),
+and ``--clock-control none``, so the card's clocks are left as they are. The counters answer
 *why* a kernel sits where it does on the roofline: DRAM throughput, achieved occupancy, registers per
 thread, local-memory (spill) traffic.
 
@@ -11,13 +13,15 @@ Where ``ncu`` is not on ``PATH``, where there is no CUDA device, or where ncu ca
 
 Not yet verified on a GPU (written after this project's first H200 session had used its device time):
 the CSV layout parsed here is ncu's ``--csv --page raw`` format (a header row of metric names, a row of
-units, then one row per profiled kernel).
+units, then one row per profiled kernel); with ``--nvtx`` a column named after the NVTX state (its domain and
+push/pop range stack) carries each kernel's ranges, where :func:`parse_csv` finds the implementation's range.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 import shutil
 import subprocess
 import sys
@@ -36,9 +40,35 @@ METRICS = {
 }
 
 
-def command(target: Sequence[str], ncu: str = "ncu") -> list[str]:
-    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
-            "--csv", "--page", "raw", "--metrics", ",".join(METRICS.values()), *target]
+#: NVTX push/pop range around each implementation's profiled call: ``kernelscope.<implementation>``
+NVTX_PREFIX = "kernelscope."
+_NVTX_RANGE = re.compile(re.escape(NVTX_PREFIX) + r"([A-Za-z0-9_]+)")
+
+
+def nvtx_range(implementation: str) -> str:
+    return NVTX_PREFIX + implementation
+
+
+def command(target: Sequence[str], implementations: Sequence[str], ncu: str = "ncu") -> list[str]:
+    """The ncu command line: only kernels inside the named implementations' NVTX ranges are profiled."""
+    include = [arg for name in implementations for arg in ("--nvtx-include", f"{nvtx_range(name)}/")]
+    return [
+        ncu,
+        "--clock-control",
+        "none",
+        "--profile-from-start",
+        "off",
+        "--target-processes",
+        "all",
+        "--nvtx",
+        *include,
+        "--csv",
+        "--page",
+        "raw",
+        "--metrics",
+        ",".join(METRICS.values()),
+        *target,
+    ]
 
 
 def _number(text: str) -> float | None:
@@ -51,26 +81,35 @@ def _number(text: str) -> float | None:
 
 def parse_csv(text: str) -> list[dict[str, Any]]:
     """Rows of ``ncu --csv --page raw``: header, units, then one row per profiled kernel launch. Lines
-    before the header (ncu's own ``==PROF==`` messages, the target's output) are skipped."""
+    before the header (ncu's own ``==PROF==`` messages, the target's output) are skipped. ``implementation``
+    is the innermost ``kernelscope.<name>`` NVTX range the kernel ran in (None if it ran in none)."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
         return []
     rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
     header, data = rows[0], rows[2:]
+    # ncu names the column after the NVTX state it shows (e.g. "thread Domain:Push/Pop_Range:...")
+    nvtx_columns = [name for name in header if re.search(r"nvtx|push/pop|domain", name, re.IGNORECASE)]
     out = []
     for row in data:
         if len(row) != len(header):
             continue
         cells = dict(zip(header, row))
-        out.append({"kernel": cells.get("Kernel Name"),
-                    **{key: _number(cells.get(metric, "")) for key, metric in METRICS.items()}})
+        ranges = [m for column in nvtx_columns for m in _NVTX_RANGE.findall(cells[column])]
+        out.append(
+            {
+                "kernel": cells.get("Kernel Name"),
+                "implementation": ranges[-1] if ranges else None,
+                **{key: _number(cells.get(metric, "")) for key, metric in METRICS.items()},
+            }
+        )
     return out
 
 
-def run(target: Sequence[str], order: Sequence[str], on_gpu: bool) -> dict[str, Any]:
-    """Profile ``target``; ``order`` names the implementations whose calls the target makes, in order,
-    one kernel launch each."""
+def run(target: Sequence[str], implementations: Sequence[str], on_gpu: bool) -> dict[str, Any]:
+    """Profile ``target``, which calls each of ``implementations`` once inside its NVTX range; every profiled
+    kernel is attributed to the implementation whose range it ran in."""
     if not on_gpu:
         return {"ran": False, "reason": "no CUDA device (Triton interpreter run)"}
     ncu = shutil.which("ncu")
@@ -81,28 +120,46 @@ def run(target: Sequence[str], order: Sequence[str], on_gpu: bool) -> dict[str, 
     # ncu replays every kernel many times: the card is this job's alone meanwhile; the target process
     # inherits the card and the lock (gpus.child_environment) instead of waiting for it
     with gpus.exclusive("ncu"):
-        proc = subprocess.run(command(target, ncu), capture_output=True, text=True, timeout=1800,
-                              env=gpus.child_environment())
+        proc = subprocess.run(
+            command(target, implementations, ncu),
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env=gpus.child_environment(),
+        )
     rows = parse_csv(proc.stdout)
     if proc.returncode != 0 or not rows:
         tail = (proc.stderr or proc.stdout)[-1500:]
         return {"ran": False, "reason": f"ncu exited {proc.returncode} with {len(rows)} kernel rows: {tail}"}
-    if len(rows) != len(order):
-        return {"ran": False, "reason": f"expected {len(order)} profiled launches ({', '.join(order)}), "
-                                        f"ncu reported {len(rows)}: {[r['kernel'] for r in rows]}"}
-    return {"ran": True, "command": " ".join(command(["<target>"], "ncu")),
-            "kernels": [{"implementation": impl, **row} for impl, row in zip(order, rows)]}
+    unattributed = [r["kernel"] for r in rows if r["implementation"] not in implementations]
+    missing = [name for name in implementations if name not in {r["implementation"] for r in rows}]
+    if unattributed or missing:
+        return {
+            "ran": False,
+            "reason": f"ncu's kernels do not match the implementations' NVTX ranges: "
+            f"kernels outside them {unattributed}, implementations without a kernel "
+            f"{missing}",
+        }
+    order = {name: i for i, name in enumerate(implementations)}
+    return {
+        "ran": True,
+        "command": " ".join(command(["<target>"], implementations, "ncu")),
+        "kernels": sorted(rows, key=lambda r: order[r["implementation"]]),
+    }
 
 
 def profiled_variants(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The Triton variants the stage profiles, in order: those the case supports and the sweep tuned."""
-    return [impl.name for impl in spec.triton_variants
-            if impl.name in best_configs and impl.unsupported_reason(shape, dtype) is None]
+    return [
+        impl.name
+        for impl in spec.triton_variants
+        if impl.name in best_configs and impl.unsupported_reason(shape, dtype) is None
+    ]
 
 
 def target(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]], seed: int = 0) -> list[str]:
     """Inside ncu: warm every profiled variant up (compilation is never profiled), then call each once
-    between cudaProfilerStart and cudaProfilerStop. Returns the implementation order."""
+    between cudaProfilerStart and cudaProfilerStop, inside its NVTX range. Returns the implementations."""
     import torch
 
     from kernelscope import runtime
@@ -118,13 +175,31 @@ def target(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]], se
     order = []
     for name, fn in closures:
         torch.cuda.profiler.start()
+        torch.cuda.nvtx.range_push(nvtx_range(name))
         fn()
         torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
         torch.cuda.profiler.stop()
         order.append(name)
     return order
 
 
 def target_argv(specs_path: str, kernel: str, shape: str, dtype: str, sweep_path: str) -> list[str]:
-    return [sys.executable, "-m", "kernelscope", "ncu-target", "--specs", specs_path, "--kernel", kernel,
-            "--shape", shape, "--dtype", dtype, "--sweep", sweep_path, "--out", "-"]
+    return [
+        sys.executable,
+        "-m",
+        "kernelscope",
+        "ncu-target",
+        "--specs",
+        specs_path,
+        "--kernel",
+        kernel,
+        "--shape",
+        shape,
+        "--dtype",
+        dtype,
+        "--sweep",
+        sweep_path,
+        "--out",
+        "-",
+    ]

@@ -49,8 +49,17 @@ def speedup(ratios: pd.DataFrame, kernel: str, path: Path) -> bool:
         y = [cases.index(c) + (i - (len(baselines) - 1) / 2) * step for c in sub["case"]]
         low = (sub["speedup"] - sub["ci_low"]).clip(lower=0).fillna(0)
         high = (sub["ci_high"] - sub["speedup"]).clip(lower=0).fillna(0)
-        ax.errorbar(sub["speedup"], y, xerr=[low, high], fmt=marker, color=COLOURS[i % len(COLOURS)], ms=5,
-                    capsize=2, lw=1, label=f"vs {base}")
+        ax.errorbar(
+            sub["speedup"],
+            y,
+            xerr=[low, high],
+            fmt=marker,
+            color=COLOURS[i % len(COLOURS)],
+            ms=5,
+            capsize=2,
+            lw=1,
+            label=f"vs {base}",
+        )
     ax.axvline(1.0, color="#555", lw=0.8, ls="--")
     ax.set_xscale("log")
     ax.set_yticks(range(len(cases)), cases)
@@ -75,28 +84,55 @@ def roofline(timing: pd.DataFrame, calibration: dict[str, Any], title: str, path
     xs = [10 ** (i / 10) for i in range(-20, 41)]
     for name, entry in (calibration.get("matmul") or {}).items():
         if copy and entry.get("tflops"):
-            ax.plot(xs, [min(copy * x / 1e3, entry["tflops"]) for x in xs], lw=1, ls="--", color="#888",
-                    label=f"roof: copy {copy:.0f} GB/s, {name} matmul {entry['tflops']:.0f} TFLOP/s")
+            ax.plot(
+                xs,
+                [min(copy * x / 1e3, entry["tflops"]) for x in xs],
+                lw=1,
+                ls="--",
+                color="#888",
+                label=f"roof: copy {copy:.0f} GB/s, {name} matmul {entry['tflops']:.0f} TFLOP/s",
+            )
     kernels = sorted(ok["kernel"].unique())
     impls = sorted(ok["implementation"].unique())
     for (kernel, impl), grp in ok.groupby(["kernel", "implementation"]):
-        ax.scatter(grp["intensity_flop_per_byte"], grp["tflops"], s=22, marker=MARKERS[impls.index(impl) % len(MARKERS)],
-                   color=COLOURS[kernels.index(kernel) % len(COLOURS)], alpha=0.85, linewidths=0.8)
+        ax.scatter(
+            grp["intensity_flop_per_byte"],
+            grp["tflops"],
+            s=22,
+            marker=MARKERS[impls.index(impl) % len(MARKERS)],
+            color=COLOURS[kernels.index(kernel) % len(COLOURS)],
+            alpha=0.85,
+            linewidths=0.8,
+        )
     for _, best in ok.loc[ok.groupby(["kernel", "shape", "dtype"])["tflops"].idxmax()].iterrows():
-        ax.annotate(f"{best['shape']} {best['dtype'][:4]}", (best["intensity_flop_per_byte"], best["tflops"]),
-                    fontsize=5, xytext=(3, 2), textcoords="offset points", color="#333")
+        ax.annotate(
+            f"{best['shape']} {best['dtype'][:4]}",
+            (best["intensity_flop_per_byte"], best["tflops"]),
+            fontsize=5,
+            xytext=(3, 2),
+            textcoords="offset points",
+            color="#333",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / byte, minimal traffic)")
     ax.set_ylabel("achieved TFLOP/s")
     ax.set_title(title)
-    handles = [plt.Line2D([], [], ls="", marker="o", color=COLOURS[i % len(COLOURS)], label=k)
-               for i, k in enumerate(kernels)]
-    handles += [plt.Line2D([], [], ls="", marker=MARKERS[i % len(MARKERS)], color="#444", label=n)
-                for i, n in enumerate(impls)]
+    handles = [
+        plt.Line2D([], [], ls="", marker="o", color=COLOURS[i % len(COLOURS)], label=k) for i, k in enumerate(kernels)
+    ]
+    handles += [
+        plt.Line2D([], [], ls="", marker=MARKERS[i % len(MARKERS)], color="#444", label=n) for i, n in enumerate(impls)
+    ]
     roofs = ax.get_legend_handles_labels()[0]
-    ax.legend(handles=roofs + handles, fontsize=6, loc="upper left", ncol=2, title="colour: kernel · marker: implementation",
-              title_fontsize=6)
+    ax.legend(
+        handles=roofs + handles,
+        fontsize=6,
+        loc="upper left",
+        ncol=2,
+        title="colour: kernel · marker: implementation",
+        title_fontsize=6,
+    )
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     return _save(fig, path)
@@ -105,8 +141,11 @@ def roofline(timing: pd.DataFrame, calibration: dict[str, Any], title: str, path
 def sweep_spread(sweep: pd.DataFrame, kernel: str, path: Path) -> bool:
     """Every timed launch config per variant and case, as its time over the best config's (log axis): how
     much tuning matters, and where the hand-written default sits (ringed)."""
-    rows = sweep[(sweep["kernel"] == kernel) & (sweep["status"] == "ok") & sweep["median_us"].notna()] \
-        if not sweep.empty else sweep
+    rows = (
+        sweep[(sweep["kernel"] == kernel) & (sweep["status"] == "ok") & sweep["median_us"].notna()]
+        if not sweep.empty
+        else sweep
+    )
     if rows.empty:
         return False
     rows = rows.assign(case=rows["implementation"] + " · " + rows["shape"] + " " + rows["dtype"])
@@ -116,8 +155,14 @@ def sweep_spread(sweep: pd.DataFrame, kernel: str, path: Path) -> bool:
     y = [cases.index(c) for c in rows["case"]]
     ax.scatter(rows["rel"], y, s=10, color=COLOURS[0], alpha=0.6, label="config")
     default = rows[rows["is_default"] == True]  # noqa: E712 - pandas element-wise comparison
-    ax.scatter(default["rel"], [cases.index(c) for c in default["case"]], s=40, facecolors="none",
-               edgecolors=COLOURS[3], label="default config")
+    ax.scatter(
+        default["rel"],
+        [cases.index(c) for c in default["case"]],
+        s=40,
+        facecolors="none",
+        edgecolors=COLOURS[3],
+        label="default config",
+    )
     ax.set_xscale("log")
     ax.set_yticks(range(len(cases)), cases)
     ax.invert_yaxis()

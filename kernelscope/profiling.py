@@ -47,16 +47,30 @@ def kernels_launched(fn, calls: int) -> list[dict[str, Any]]:
             continue
         totals[event.name]["count"] += 1
         totals[event.name]["device_us"] += _device_time_us(event)
-    return sorted(({"name": name, "launches_per_call": v["count"] / calls, "device_us_per_call": v["device_us"] / calls}
-                   for name, v in totals.items()), key=lambda r: -r["device_us_per_call"])
+    return sorted(
+        (
+            {"name": name, "launches_per_call": v["count"] / calls, "device_us_per_call": v["device_us"] / calls}
+            for name, v in totals.items()
+        ),
+        key=lambda r: -r["device_us_per_call"],
+    )
 
 
-def profile_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_configs: Mapping[str, Mapping[str, Any]],
-                 calls: int = 5, seed: int = 0) -> dict[str, Any]:
+def profile_case(
+    spec: KernelSpec,
+    shape: Shape,
+    dtype: torch.dtype,
+    best_configs: Mapping[str, Mapping[str, Any]],
+    calls: int = 5,
+    seed: int = 0,
+) -> dict[str, Any]:
     if runtime.select_backend() != "cuda":
-        return {"captured": False,
-                "reason": "no CUDA device: Triton ran in interpreter mode on the CPU, so no GPU kernel was launched "
-                          "and nothing could be captured", "implementations": []}
+        return {
+            "captured": False,
+            "reason": "no CUDA device: Triton ran in interpreter mode on the CPU, so no GPU kernel was launched "
+            "and nothing could be captured",
+            "implementations": [],
+        }
     with gpus.shared("profile inputs"):
         inputs = spec.make_inputs(shape, dtype, runtime.device(), seed)
     records = []
@@ -74,7 +88,12 @@ def profile_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_config
             rec["config"] = dict(config)
             rec["status"] = "ok"
         except Exception as exc:  # recorded, the other implementations still run
-            rec.update({"status": "error", "reason": f"{type(exc).__name__}: {exc}"[:2000],
-                        "traceback": traceback.format_exc(limit=6)})
+            rec.update(
+                {
+                    "status": "error",
+                    "reason": f"{type(exc).__name__}: {exc}"[:2000],
+                    "traceback": traceback.format_exc(limit=6),
+                }
+            )
         records.append(rec)
     return {"captured": True, "calls": calls, "implementations": records}

@@ -32,7 +32,9 @@ def get(name: str) -> KernelSpec:
     if not isinstance(spec, KernelSpec):
         raise TypeError(f"kernels/{name}.py must define KERNEL = KernelSpec(...)")
     if spec.name != name:
-        raise ValueError(f"kernels/{name}.py declares a kernel named {spec.name!r}; the module and kernel names must match")
+        raise ValueError(
+            f"kernels/{name}.py declares a kernel named {spec.name!r}; the module and kernel names must match"
+        )
     return spec
 
 

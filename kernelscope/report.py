@@ -30,6 +30,8 @@ COMPRESSED = ("samples",)
 
 def table_file(name: str) -> str:
     return f"{name}.csv.gz" if name in COMPRESSED else f"{name}.csv"
+
+
 #: where the comparisons of a run are written, relative to its report
 COMPARE_DIR = "compare"
 
@@ -42,27 +44,51 @@ def _job_cost_section(data: dict[str, Any]) -> dict[str, Any] | None:
     blocks = []
     if run["wall_s"] is not None:
         sampling = run["jobs_on_host_while_sampling"]
-        blocks.append(text(
-            f"From run.json: {run['cases_timed']} of {run['cases_planned']} cases timed; wall time from the first "
-            f"job's start to the last job's end {run['wall_s']:.0f} s; GPUs held exclusively (sampling) "
-            f"{run['gpu_exclusive_s']:.0f} s in all on {len(run['gpus'])} card(s), median "
-            + (f"{run['exclusive_s_per_case_median']:.1f}" if run["exclusive_s_per_case_median"] is not None else "–")
-            + " s per case (sweep + timing); overlapping exclusive sections on one card: "
-            f"{run['exclusive_overlaps']}."
-            + (f" While timing jobs sampled, {sampling['min']}–{sampling['max']} kernelscope jobs (median "
-               f"{sampling['median']:g}) were alive on the host, compiling or running shared GPU work on other "
-               "cards or waiting; first-call (compile) times were taken under that CPU load." if sampling else "")))
+        blocks.append(
+            text(
+                f"From run.json: {run['cases_timed']} of {run['cases_planned']} cases timed; wall time from the first "
+                f"job's start to the last job's end {run['wall_s']:.0f} s; GPUs held exclusively (sampling) "
+                f"{run['gpu_exclusive_s']:.0f} s in all on {len(run['gpus'])} card(s), median "
+                + (
+                    f"{run['exclusive_s_per_case_median']:.1f}"
+                    if run["exclusive_s_per_case_median"] is not None
+                    else "–"
+                )
+                + " s per case (sweep + timing); overlapping exclusive sections on one card: "
+                f"{run['exclusive_overlaps']}."
+                + (
+                    f" While timing jobs sampled, {sampling['min']}–{sampling['max']} kernelscope jobs (median "
+                    f"{sampling['median']:g}) were alive on the host, compiling or running shared GPU work on other "
+                    "cards or waiting; first-call (compile) times were taken under that CPU load."
+                    if sampling
+                    else ""
+                )
+            )
+        )
     stage_rows = pd.DataFrame([{"stage": k, **v} for k, v in sorted(run["stages"].items())])
     if not stage_rows.empty:
-        blocks.append(table(stage_rows, [c for c in ("stage", "jobs", "job_wall_s", "exclusive_s", "shared_s",
-                                                    "lock_wait_s") if c in stage_rows], digits=1))
+        blocks.append(
+            table(
+                stage_rows,
+                [
+                    c
+                    for c in ("stage", "jobs", "job_wall_s", "exclusive_s", "shared_s", "lock_wait_s")
+                    if c in stage_rows
+                ],
+                digits=1,
+            )
+        )
     if not jobs.empty:
         by_stage = jobs.groupby("stage")["wall_s"].agg(jobs="count", total_s="sum", median_s="median", max_s="max")
-        blocks += [text("Wall time of each per-case job (Snakemake `benchmark:` files under "
-                        "results/<device>/benchmarks/), including process start-up and compilation. Jobs run side "
-                        "by side and take their card exclusively only while they sample; jobs carried over from an "
-                        "earlier invocation keep their own times."),
-                   table(by_stage.reset_index(), ["stage", "jobs", "total_s", "median_s", "max_s"], digits=1)]
+        blocks += [
+            text(
+                "Wall time of each per-case job (Snakemake `benchmark:` files under "
+                "results/<device>/jobtimes/), including process start-up and compilation. Jobs run side "
+                "by side and take their card exclusively only while they sample; jobs carried over from an "
+                "earlier invocation keep their own times."
+            ),
+            table(by_stage.reset_index(), ["stage", "jobs", "total_s", "median_s", "max_s"], digits=1),
+        ]
     return {"title": "Run cost", "blocks": blocks}
 
 
@@ -71,33 +97,69 @@ def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
     gpu = env.get("gpu") or {}
     cont = env.get("container") or {}
     git = env.get("git") or {}
-    pairs = [("device key", env.get("device_key")), ("backend", env.get("backend")),
-             ("Triton interpreter", env.get("triton_interpreter")), ("GPU", gpu.get("name") or gpu.get("reason")), ("GPU UUID (environment job)", gpu.get("uuid")),
-             ("compute capability", gpu.get("capability")), ("SMs", gpu.get("sm_count")),
-             ("memory (GiB)", gpu.get("memory_gib")), ("L2 (MiB)", gpu.get("l2_mib")),
-             ("max SM / memory clock (MHz)", f"{gpu.get('max_sm_mhz', '–')} / {gpu.get('max_mem_mhz', '–')}"),
-             ("power limit (W)", gpu.get("power_limit_w")), ("driver", gpu.get("driver")),
-             ("CUDA runtime", env.get("cuda_runtime")), ("cuDNN", env.get("cudnn")), ("Python", env.get("python")),
-             ("torch", env.get("torch")), ("triton", env.get("triton")), ("kernelscope", env.get("kernelscope")),
-             ("CPU", f"{env.get('cpu')} ({env.get('cpu_count')} logical)"), ("OS", env.get("os")),
-             ("git commit (environment job)", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"
-                            + (f" — {git['source']}" if str(git.get("source", "git")).startswith("corrected") else "")),
-             ("config hash", env.get("config_hash")),
-             ("container", (f"{cont.get('runtime')}: {cont.get('image') or 'image not identified'}"
-                            if cont.get("containerized") else "none (host)"))]
+    pairs = [
+        ("device key", env.get("device_key")),
+        ("backend", env.get("backend")),
+        ("Triton interpreter", env.get("triton_interpreter")),
+        ("GPU", gpu.get("name") or gpu.get("reason")),
+        ("GPU UUID (environment job)", gpu.get("uuid")),
+        ("compute capability", gpu.get("capability")),
+        ("SMs", gpu.get("sm_count")),
+        ("memory (GiB)", gpu.get("memory_gib")),
+        ("L2 (MiB)", gpu.get("l2_mib")),
+        ("max SM / memory clock (MHz)", f"{gpu.get('max_sm_mhz', '–')} / {gpu.get('max_mem_mhz', '–')}"),
+        ("power limit (W)", gpu.get("power_limit_w")),
+        ("driver", gpu.get("driver")),
+        ("CUDA runtime", env.get("cuda_runtime")),
+        ("cuDNN", env.get("cudnn")),
+        ("Python", env.get("python")),
+        ("torch", env.get("torch")),
+        ("triton", env.get("triton")),
+        ("kernelscope", env.get("kernelscope")),
+        ("CPU", f"{env.get('cpu')} ({env.get('cpu_count')} logical)"),
+        ("OS", env.get("os")),
+        (
+            "git commit (environment job)",
+            f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"
+            + (f" — {git['source']}" if str(git.get("source", "git")).startswith("corrected") else ""),
+        ),
+        ("config hash", env.get("config_hash")),
+        (
+            "container",
+            (
+                f"{cont.get('runtime')}: {cont.get('image') or 'image not identified'}"
+                if cont.get("containerized")
+                else "none (host)"
+            ),
+        ),
+    ]
     for key in ("image_sha256", "image_reference", "image_digest", "base_image", "lock_sha256"):
         if env.get(key) or cont.get(key):
             pairs.append((key.replace("_", " "), env.get(key) or cont.get(key)))
     blocks = [text("The run's environment record (the environment job: its machine, card and commit)."), kv(pairs)]
     commits, cards = rundata.case_commits(data), rundata.case_cards(data)
     if len(commits) > 1 or len(cards) > 1:
-        per_case = pd.DataFrame([{"case": rundata.case_label(c), "commit": str(rundata.case_commit(data, c))[:12],
-                                  "card": rundata.case_card(data, c)} for c in data["cases"] if c["timing"]])
-        blocks += [text(f"The timed cases span {len(commits)} commit(s) and {len(cards)} card(s): "
-                        + "; ".join(f"{n} cases at {k[:12]}" for k, n in commits.items()) + "; "
-                        + "; ".join(f"{n} cases on {k}" for k, n in cards.items())
-                        + ". The git commit and GPU above are the environment job's; each case's are below."),
-                   table(per_case, ["case", "commit", "card"])]
+        per_case = pd.DataFrame(
+            [
+                {
+                    "case": rundata.case_label(c),
+                    "commit": str(rundata.case_commit(data, c))[:12],
+                    "card": rundata.case_card(data, c),
+                }
+                for c in data["cases"]
+                if c["timing"]
+            ]
+        )
+        blocks += [
+            text(
+                f"The timed cases span {len(commits)} commit(s) and {len(cards)} card(s): "
+                + "; ".join(f"{n} cases at {k[:12]}" for k, n in commits.items())
+                + "; "
+                + "; ".join(f"{n} cases on {k}" for k, n in cards.items())
+                + ". The git commit and GPU above are the environment job's; each case's are below."
+            ),
+            table(per_case, ["case", "commit", "card"]),
+        ]
     return {"title": "Environment", "blocks": blocks}
 
 
@@ -106,20 +168,26 @@ def _starvation_note(recs: list[dict[str, Any]]) -> str:
     if not recs:
         return "."
     limit = f"{claims.STARVED_LIMIT:.0%}"
-    rule = (f" A record with more than {limit} of them is launch-bound whatever its median: it is compared by "
-            "CUDA-graph replay (recorded for it in the same job), or, where a record of the pair has no graph replay, "
-            "not compared by device time at all.")
+    rule = (
+        f" A record with more than {limit} of them is launch-bound whatever its median: it is compared by "
+        "CUDA-graph replay (recorded for it in the same job), or, where a record of the pair has no graph replay, "
+        "not compared by device time at all."
+    )
     if all(r.get("starved_samples") is not None for r in recs):
         n = sum(int(r.get("n") or 0) for r in recs)
         starved = sum(int(r["starved_samples"]) for r in recs)
-        return (f"; {starved} of {n} samples were launched after the GPU could have reached their start event, "
-                f"so they may include a launch gap." + rule)
+        return (
+            f"; {starved} of {n} samples were launched after the GPU could have reached their start event, "
+            f"so they may include a launch gap." + rule
+        )
     batches = sum(int(r.get("batches") or 0) for r in recs)
     starved = sum(int(r.get("starved_batches") or 0) for r in recs)
-    return (f"; in {starved} of {batches} batches the host took longer to enqueue the batch than the GPU sleep "
-            "lasted, so some of their samples may include a launch gap (this run counted per batch, which "
-            "over-counts: a call that blocks the host, as torch.compile's wrappers and the caching allocator's "
-            "first allocations can, marks its whole batch)." + rule)
+    return (
+        f"; in {starved} of {batches} batches the host took longer to enqueue the batch than the GPU sleep "
+        "lasted, so some of their samples may include a launch gap (this run counted per batch, which "
+        "over-counts: a call that blocks the host, as torch.compile's wrappers and the caching allocator's "
+        "first allocations can, marks its whole batch)." + rule
+    )
 
 
 def recorded_settings(data: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
@@ -146,16 +214,25 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
     modes = rundata.enqueue_modes(data)
     enqueue = []
     if any(m.startswith("batched") for m in modes):
-        recs = [rec for case in data["cases"] if case["timing"] for rec in case["timing"]["implementations"]
-                if str(rec.get("enqueue", "")).startswith("batched")]
-        enqueue.append(f"Samples enqueued {t.get('batch', 10)} at a time behind a GPU sleep and read after one "
-                       "synchronisation, so the events bracket the kernel and not the host's launch latency"
-                       + _starvation_note(recs))
+        recs = [
+            rec
+            for case in data["cases"]
+            if case["timing"]
+            for rec in case["timing"]["implementations"]
+            if str(rec.get("enqueue", "")).startswith("batched")
+        ]
+        enqueue.append(
+            f"Samples enqueued {t.get('batch', 10)} at a time behind a GPU sleep and read after one "
+            "synchronisation, so the events bracket the kernel and not the host's launch latency"
+            + _starvation_note(recs)
+        )
     if "per-sample-sync" in modes:
-        enqueue.append("Some or all timings here were taken with a synchronisation after every sample (the method "
-                       "before batched enqueue): for kernels shorter than their launch latency the event median then "
-                       "includes host launch time. Such records are marked launch-bound (event median > "
-                       f"{claims.LAUNCH_BOUND_RATIO}x the CUDA-graph replay time) and compared by graph replay.")
+        enqueue.append(
+            "Some or all timings here were taken with a synchronisation after every sample (the method "
+            "before batched enqueue): for kernels shorter than their launch latency the event median then "
+            "includes host launch time. Such records are marked launch-bound (event median > "
+            f"{claims.LAUNCH_BOUND_RATIO}x the CUDA-graph replay time) and compared by graph replay."
+        )
     items = [
         f"Cases: {len(specs['cases'])} (kernel × shape × dtype) from shape set '{specs['shape_set']}'; config hash "
         f"{specs['config_hash']}.",
@@ -169,12 +246,19 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
         f"calls; clocks settled by running the baseline back to back; then samples until ≥ {t.get('min_samples', 100)} "
         f"samples and ≥ {t.get('min_time_s', 0.05)} s, stopping when the 95 % CI of the median is within "
         f"±{t.get('target_rel_ci', 0.005):.1%} or at {t.get('max_time_s', 1.0)} s. "
-        + (("Each sample bracketed by CUDA events, L2 flushed before each sample (a 2×L2 write outside the "
-            "events). " if t.get("flush_l2", True) else
-            "Each sample bracketed by CUDA events. WARM CACHE: L2 was not flushed between samples (flush_l2: "
-            "false), so inputs that fit in L2 are read from it; these times are not cold-cache times. ")
-           if not specs["interpreter"] else "Host wall clock (interpreter run). ")
-        + " ".join(enqueue) + " All samples are kept (tables/samples.csv.gz).",
+        + (
+            (
+                "Each sample bracketed by CUDA events, L2 flushed before each sample (a 2×L2 write outside the "
+                "events). "
+                if t.get("flush_l2", True)
+                else "Each sample bracketed by CUDA events. WARM CACHE: L2 was not flushed between samples (flush_l2: "
+                "false), so inputs that fit in L2 are read from it; these times are not cold-cache times. "
+            )
+            if not specs["interpreter"]
+            else "Host wall clock (interpreter run). "
+        )
+        + " ".join(enqueue)
+        + " All samples are kept (tables/samples.csv.gz).",
         "A/A floor: the primary baseline is timed first and again last in every timing job; their relative median "
         "difference is the noise floor below which no difference is claimed.",
         f"Claims: 'A faster than B' needs both correct, ≥ 20 samples each, Mann–Whitney p < {claims.ALPHA}, and a "
@@ -203,12 +287,18 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
         "from timing.",
     ]
     if len(groups) > 1:
-        items.append("The timing settings differ between records; each set with its cases: " + "; ".join(
-            f"{n} cases: {claims.config_text(g)}" for g, n in groups))
+        items.append(
+            "The timing settings differ between records; each set with its cases: "
+            + "; ".join(f"{n} cases: {claims.config_text(g)}" for g, n in groups)
+        )
     settings = pd.DataFrame([{"setting": k, "value": v} for k, v in t.items()])
-    source = (f"Timing settings as recorded in the timing records ({sum(n for _, n in groups)} cases"
-              + (", one set" if len(groups) == 1 else f", {len(groups)} sets: the first is shown") + ")"
-              if groups else "Timing settings of the plan (the records of this run do not store them)")
+    source = (
+        f"Timing settings as recorded in the timing records ({sum(n for _, n in groups)} cases"
+        + (", one set" if len(groups) == 1 else f", {len(groups)} sets: the first is shown")
+        + ")"
+        if groups
+        else "Timing settings of the plan (the records of this run do not store them)"
+    )
     return {"title": "Method", "blocks": [bullets(items), text(source + ":"), table(settings, ["setting", "value"])]}
 
 
@@ -216,24 +306,44 @@ def _calibration_section(data: dict[str, Any]) -> dict[str, Any]:
     cal = data["calibration"]
     if not cal:
         return {"title": "Measured ceilings", "blocks": [text("No calibration data.")]}
-    pairs = [("measured on", cal.get("measured_on")),
-             ("copy bandwidth, read + write (GB/s)", (cal.get("copy") or {}).get("gbps"))]
+    pairs = [
+        ("measured on", cal.get("measured_on")),
+        ("copy bandwidth, read + write (GB/s)", (cal.get("copy") or {}).get("gbps")),
+    ]
     for name, entry in (cal.get("matmul") or {}).items():
-        pairs.append((f"matmul {name} {entry.get('size', '')}³ ({entry.get('precision', 'library default')}) TFLOP/s",
-                      entry.get("tflops", entry.get("error"))))
-    return {"title": "Measured ceilings", "blocks": [
-        text(f"Measured on card {(data['environment'].get('gpu') or {}).get('uuid') or 'of the environment job'} in "
-             "this run; % of ceiling in the timing tables refers to these. Each is "
-              "the median at one size (the copy of a multi-GiB buffer, the library's 8192³ product), not the "
-              "hardware's peak: other sizes can exceed it, so above 100 % means faster than the library at the "
-              "calibration size."), kv(pairs)]}
+        pairs.append(
+            (
+                f"matmul {name} {entry.get('size', '')}³ ({entry.get('precision', 'library default')}) TFLOP/s",
+                entry.get("tflops", entry.get("error")),
+            )
+        )
+    return {
+        "title": "Measured ceilings",
+        "blocks": [
+            text(
+                f"Measured on card {(data['environment'].get('gpu') or {}).get('uuid') or 'of the environment job'} in "
+                "this run; % of ceiling in the timing tables refers to these. Each is "
+                "the median at one size (the copy of a multi-GiB buffer, the library's 8192³ product), not the "
+                "hardware's peak: other sizes can exceed it, so above 100 % means faster than the library at the "
+                "calibration size."
+            ),
+            kv(pairs),
+        ],
+    }
 
 
 def _verdict_counts(verdicts: pd.Series) -> str:
     counts = verdicts.value_counts()
-    parts = [f"{int(counts[v])} {w}" for v, w in ((claims.FASTER, "faster"), (claims.SLOWER, "slower"),
-                                                   (claims.UNRESOLVED, "unresolved"),
-                                                   (claims.NOT_COMPARABLE, "not comparable")) if v in counts]
+    parts = [
+        f"{int(counts[v])} {w}"
+        for v, w in (
+            (claims.FASTER, "faster"),
+            (claims.SLOWER, "slower"),
+            (claims.UNRESOLVED, "unresolved"),
+            (claims.NOT_COMPARABLE, "not comparable"),
+        )
+        if v in counts
+    ]
     return ", ".join(parts) or "–"
 
 
@@ -269,8 +379,14 @@ def _comparisons(out: Path | None) -> list[tuple[Path, str]]:
     return [(p.relative_to(out), p.parent.name) for p in found]
 
 
-def _answer_section(data: dict[str, Any], tbl: dict[str, pd.DataFrame], ratios: pd.DataFrame,
-                    target_df: pd.DataFrame, refusals: list[str], out: Path | None) -> dict[str, Any]:
+def _answer_section(
+    data: dict[str, Any],
+    tbl: dict[str, pd.DataFrame],
+    ratios: pd.DataFrame,
+    target_df: pd.DataFrame,
+    refusals: list[str],
+    out: Path | None,
+) -> dict[str, Any]:
     """At most about 40 lines: one row per kernel and baseline, and the main refusals."""
     rows = []
     for kernel in sorted({c["kernel"] for c in data["cases"]}):
@@ -281,59 +397,106 @@ def _answer_section(data: dict[str, Any], tbl: dict[str, pd.DataFrame], ratios: 
         flagged = ok["flagged"].fillna(0).sum() if "flagged" in ok else 0
         samples = ok["n"].fillna(0).sum() if "n" in ok else 0
         first = True
-        for baseline, grp in (kr.groupby("baseline", sort=False) if not kr.empty else []):
-            rows.append({
-                "kernel": kernel if first else "", "baseline": f"{baseline} ({grp['baseline_kind'].iloc[0]})",
-                "verdicts (best Triton vs it)": _verdict_counts(grp["verdict"]),
-                "speedup: median over cases [range]": (f"{grp['speedup'].median():.2f}× [{grp['speedup'].min():.2f}–"
-                                                       f"{grp['speedup'].max():.2f}]" if grp["speedup"].notna().any()
-                                                       else "–"),
-                "best Triton": ", ".join(sorted(set(grp["best_triton"]))),
-                "targets met": (f"{int((tk['verdict'] == scores.MET).sum())}/{len(tk)}" if first and len(tk) else
-                                ("–" if first else "")),
-                "throttled samples": (f"{flagged / samples:.0%}" if first and samples else ("–" if first else "")),
-                "reproduced": _reproduced(out, kernel) if first else ""})
+        for baseline, grp in kr.groupby("baseline", sort=False) if not kr.empty else []:
+            rows.append(
+                {
+                    "kernel": kernel if first else "",
+                    "baseline": f"{baseline} ({grp['baseline_kind'].iloc[0]})",
+                    "verdicts (best Triton vs it)": _verdict_counts(grp["verdict"]),
+                    "speedup: median over cases [range]": (
+                        f"{grp['speedup'].median():.2f}× [{grp['speedup'].min():.2f}–{grp['speedup'].max():.2f}]"
+                        if grp["speedup"].notna().any()
+                        else "–"
+                    ),
+                    "best Triton": ", ".join(sorted(set(grp["best_triton"]))),
+                    "targets met": (
+                        f"{int((tk['verdict'] == scores.MET).sum())}/{len(tk)}"
+                        if first and len(tk)
+                        else ("–" if first else "")
+                    ),
+                    "throttled samples": (f"{flagged / samples:.0%}" if first and samples else ("–" if first else "")),
+                    "reproduced": _reproduced(out, kernel) if first else "",
+                }
+            )
             first = False
         if first:
             rows.append({"kernel": kernel, "baseline": "–", "verdicts (best Triton vs it)": "no timing result"})
     df = pd.DataFrame(rows)
-    notes = ["Speedup = baseline time / best Triton variant's time (above 1: Triton faster), per case on the claim "
-             "rules' basis (event median; ᵍ graph replay for launch-bound pairs); per-case ratios with 95 % CIs are "
-             "in each kernel's section and figure. Verdicts: Mann–Whitney and A/A-floor rules (Method). Throttled: "
-             "share of the kernel's timed samples taken while throttled or below the steady clock. Reproduced: "
-             "timings with no difference resolved in the latest comparison, of those measured in both runs."]
-    blocks = [table(df, ["kernel", "baseline", "verdicts (best Triton vs it)", "speedup: median over cases [range]",
-                         "best Triton", "targets met", "throttled samples", "reproduced"], notes=notes)]
+    notes = [
+        "Speedup = baseline time / best Triton variant's time (above 1: Triton faster), per case on the claim "
+        "rules' basis (event median; ᵍ graph replay for launch-bound pairs); per-case ratios with 95 % CIs are "
+        "in each kernel's section and figure. Verdicts: Mann–Whitney and A/A-floor rules (Method). Throttled: "
+        "share of the kernel's timed samples taken while throttled or below the steady clock. Reproduced: "
+        "timings with no difference resolved in the latest comparison, of those measured in both runs."
+    ]
+    blocks = [
+        table(
+            df,
+            [
+                "kernel",
+                "baseline",
+                "verdicts (best Triton vs it)",
+                "speedup: median over cases [range]",
+                "best Triton",
+                "targets met",
+                "throttled samples",
+                "reproduced",
+            ],
+            notes=notes,
+        )
+    ]
     blocks.append(text("Main limits (the full list is in the appendix):"))
     blocks.append(bullets(refusals[:MAIN_REFUSALS]))
     links = _comparisons(out)
     if links:
-        blocks.append(table(pd.DataFrame([{"comparison": str(rel), "against run": name} for rel, name in links]),
-                            ["comparison", "against run"], links=("comparison",)))
+        blocks.append(
+            table(
+                pd.DataFrame([{"comparison": str(rel), "against run": name} for rel, name in links]),
+                ["comparison", "against run"],
+                links=("comparison",),
+            )
+        )
     return {"title": "The answer", "id": "answer", "blocks": blocks}
 
 
 def _targets_section(target_df: pd.DataFrame) -> dict[str, Any] | None:
     if target_df.empty:
         return None
-    df = target_df.assign(measured=[
-        "–" if pd.isna(r["value"]) else f"{r['value']:.3g}" + (f" [{r['ci_low']:.3g}–{r['ci_high']:.3g}]"
-                                                             if pd.notna(r["ci_low"]) else "")
-        for _, r in target_df.iterrows()])
+    df = target_df.assign(
+        measured=[
+            "–"
+            if pd.isna(r["value"])
+            else f"{r['value']:.3g}" + (f" [{r['ci_low']:.3g}–{r['ci_high']:.3g}]" if pd.notna(r["ci_low"]) else "")
+            for _, r in target_df.iterrows()
+        ]
+    )
     reasons = [f"{t}: {r}" for t, r in dict(zip(target_df["target"], target_df["reason"])).items()]
-    return {"title": "Targets", "blocks": [
-        text("Each target a kernel declares, on every case of this run it covers. Met: the whole 95 % interval is "
-             "at or above the goal; missed: the whole interval is below it; not resolved: the interval straddles "
-             "the goal, or a side has no valid time."),
-        table(df, ["verdict", "target", "case", "measured", "note"]),
-        text("Why each target:"), bullets(reasons)]}
+    return {
+        "title": "Targets",
+        "blocks": [
+            text(
+                "Each target a kernel declares, on every case of this run it covers. Met: the whole 95 % interval is "
+                "at or above the goal; missed: the whole interval is below it; not resolved: the interval straddles "
+                "the goal, or a side has no valid time."
+            ),
+            table(df, ["verdict", "target", "case", "measured", "note"]),
+            text("Why each target:"),
+            bullets(reasons),
+        ],
+    }
 
 
 def _refusal_order(refusals: list[str]) -> list[str]:
     """The refusals that change how the whole report is read first (interpreter, several commits or cards,
     gate failures, missing cases), then the rest."""
-    keys = ("Any performance comparison", "Reading every case", "Anything about", "Any timing of",
-            "The correctness verdicts", "Clock-clean")
+    keys = (
+        "Any performance comparison",
+        "Reading every case",
+        "Anything about",
+        "Any timing of",
+        "The correctness verdicts",
+        "Clock-clean",
+    )
     return sorted(refusals, key=lambda r: next((i for i, k in enumerate(keys) if r.startswith(k)), len(keys)))
 
 
@@ -349,54 +512,111 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
     if gate.get("tolerance"):
         tol = gate["tolerance"]
         blocks.append(text(f"Tolerance: atol {tol['atol']:g}, rtol {tol['rtol']:g} — {tol['reason']}."))
-    blocks.append(table(sel(tbl["correctness"]), ["outcome", "implementation", "role", "max_abs_err", "rel_l2_err",
-                                                   *[inv.name for inv in spec.invariants]]))
+    blocks.append(
+        table(
+            sel(tbl["correctness"]),
+            ["outcome", "implementation", "role", "max_abs_err", "rel_l2_err", *[inv.name for inv in spec.invariants]],
+        )
+    )
     claim_df = sel(tbl["claims"])
     if not claim_df.empty:
         graph = claim_df["basis"].astype(str).str.startswith("CUDA-graph")
-        claim_df = claim_df.assign(basis=claim_df["basis"].where(~graph, "graph replay¹"),
-                                   note=[str(w).replace(f"; {claims.GRAPH_BASIS_REASON}", "")
-                                         for w in claim_df["why"]])
-        blocks.append(table(claim_df, ["verdict", "speedup", "a", "b", "basis", "note"],
-                            notes=["¹ a launch-bound pair, judged by CUDA-graph replay; why: the appendix's "
-                                   "footnote."] if graph.any() else None))
+        claim_df = claim_df.assign(
+            basis=claim_df["basis"].where(~graph, "graph replay¹"),
+            note=[str(w).replace(f"; {claims.GRAPH_BASIS_REASON}", "") for w in claim_df["why"]],
+        )
+        blocks.append(
+            table(
+                claim_df,
+                ["verdict", "speedup", "a", "b", "basis", "note"],
+                notes=["¹ a launch-bound pair, judged by CUDA-graph replay; why: the appendix's footnote."]
+                if graph.any()
+                else None,
+            )
+        )
     timing = sel(tbl["timing"])
     if not timing.empty:
-        timing = timing.assign(ci95_us=[f"{lo:.3f}–{hi:.3f}" if pd.notna(lo) else "–"
-                                        for lo, hi in zip(timing.get("ci95_low_us", pd.Series(dtype=float)),
-                                                          timing.get("ci95_high_us", pd.Series(dtype=float)))]
-                               if "ci95_low_us" in timing else "–",
-                               config=[claims.config_text(json.loads(c)) for c in timing["config"]])
-    blocks.append(table(timing, ["implementation", "block", "status", "median_us", "ci95_us", "n", "graph_us",
-                                 "launch_bound", "gbps", "pct_copy_bw", "tflops", "pct_matmul_peak", "flagged",
-                                 "first_call_ms", "config", "reason"],
-                        notes=["Each record's settings, samples, p20/p80, prepare and compile times are in "
-                               "tables/timing.csv and tables/samples.csv.gz."]))
+        timing = timing.assign(
+            ci95_us=[
+                f"{lo:.3f}–{hi:.3f}" if pd.notna(lo) else "–"
+                for lo, hi in zip(
+                    timing.get("ci95_low_us", pd.Series(dtype=float)),
+                    timing.get("ci95_high_us", pd.Series(dtype=float)),
+                )
+            ]
+            if "ci95_low_us" in timing
+            else "–",
+            config=[claims.config_text(json.loads(c)) for c in timing["config"]],
+        )
+    blocks.append(
+        table(
+            timing,
+            [
+                "implementation",
+                "block",
+                "status",
+                "median_us",
+                "ci95_us",
+                "n",
+                "graph_us",
+                "launch_bound",
+                "gbps",
+                "pct_copy_bw",
+                "tflops",
+                "pct_matmul_peak",
+                "flagged",
+                "first_call_ms",
+                "config",
+                "reason",
+            ],
+            notes=[
+                "Each record's settings, samples, p20/p80, prepare and compile times are in "
+                "tables/timing.csv and tables/samples.csv.gz."
+            ],
+        )
+    )
     doc = case["timing"] or {}
     aa = doc.get("aa_floor")
     if aa:
-        blocks.append(text(f"A/A floor ({doc.get('primary_baseline')} timed twice): {aa['rel_diff']:.2%} "
-                           f"(Mann–Whitney p = {aa['mannwhitney_p']:.2g})."))
+        blocks.append(
+            text(
+                f"A/A floor ({doc.get('primary_baseline')} timed twice): {aa['rel_diff']:.2%} "
+                f"(Mann–Whitney p = {aa['mannwhitney_p']:.2g})."
+            )
+        )
     costs = claims.host_costs(doc) if doc else []
     if costs:
-        blocks.append(table(pd.DataFrame(costs), ["implementation", "host_wall_us", "device_us", "event_median_us",
-                                                  "launch_bound", "host_bound"],
-                            notes=["Host-side cost per call, its own finding and never a device-speed claim: wall "
-                                   "time of back-to-back eager calls beside the device time per call (graph replay). "
-                                   "host_bound: the host time is the larger, so eager use is limited by the host."]))
+        blocks.append(
+            table(
+                pd.DataFrame(costs),
+                ["implementation", "host_wall_us", "device_us", "event_median_us", "launch_bound", "host_bound"],
+                notes=[
+                    "Host-side cost per call, its own finding and never a device-speed claim: wall "
+                    "time of back-to-back eager calls beside the device time per call (graph replay). "
+                    "host_bound: the host time is the larger, so eager use is limited by the host."
+                ],
+            )
+        )
     prof = case["profile"] or {}
     if prof.get("captured"):
-        blocks.append(table(sel(tbl["profile"]), ["implementation", "cuda_kernel", "launches_per_call",
-                                                   "device_us_per_call"], code=("cuda_kernel",),
-                            notes=["Kernel names shortened; whole in tables/profile.csv."]))
+        blocks.append(
+            table(
+                sel(tbl["profile"]),
+                ["implementation", "cuda_kernel", "launches_per_call", "device_us_per_call"],
+                code=("cuda_kernel",),
+                notes=["Kernel names shortened; whole in tables/profile.csv."],
+            )
+        )
     elif prof:
         blocks.append(text(f"Kernel names: not captured — {prof.get('reason')}."))
     blocks.append(_ncu_block(case))
     sweep_lines = []
     for sw in case["sweeps"]:
         c = sw.get("counts", {})
-        line = (f"{sw['implementation']}: {len(sw.get('configs', []))} configs — {c.get('ok', 0)} timed, "
-                f"{c.get('pruned', 0)} pruned, {c.get('failed', 0)} failed, {c.get('wrong', 0)} wrong")
+        line = (
+            f"{sw['implementation']}: {len(sw.get('configs', []))} configs — {c.get('ok', 0)} timed, "
+            f"{c.get('pruned', 0)} pruned, {c.get('failed', 0)} failed, {c.get('wrong', 0)} wrong"
+        )
         if sw.get("best"):
             line += f"; best {sw['best']['key']} at {sw['best']['median_us']:.3f} µs"
             line += f", worst/best {sw['worst_over_best']:.2f}×"
@@ -416,14 +636,28 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
 def _ncu_block(case: dict[str, Any]) -> dict[str, Any]:
     doc = case.get("ncu")
     if doc is None:
-        return text("Nsight Compute: stage not run for this case (enable with the config key `ncu: true`, or list "
-                     "the case under `ncu`).")
+        return text(
+            "Nsight Compute: stage not run for this case (enable with the config key `ncu: true`, or list "
+            "the case under `ncu`)."
+        )
     if not doc.get("ran"):
         return text(f"Nsight Compute: did not run — {doc.get('reason')}.")
     df = pd.DataFrame(doc["kernels"])
-    return table(df, ["implementation", "kernel", "duration_ns", "dram_throughput_pct", "achieved_occupancy_pct",
-                       "registers_per_thread", "local_load_bytes", "local_store_bytes", "shared_mem_per_block_bytes"],
-                  code=("kernel",))
+    return table(
+        df,
+        [
+            "implementation",
+            "kernel",
+            "duration_ns",
+            "dram_throughput_pct",
+            "achieved_occupancy_pct",
+            "registers_per_thread",
+            "local_load_bytes",
+            "local_store_bytes",
+            "shared_mem_per_block_bytes",
+        ],
+        code=("kernel",),
+    )
 
 
 def _references_section(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -439,35 +673,72 @@ def _references_section(data: dict[str, Any]) -> dict[str, Any] | None:
     return {"title": "Reference numbers from elsewhere (not comparable)", "blocks": blocks}
 
 
-def _kernel_sections(data: dict[str, Any], tbl: dict[str, pd.DataFrame], ratios: pd.DataFrame,
-                     out: Path) -> list[dict[str, Any]]:
+def _kernel_sections(
+    data: dict[str, Any], tbl: dict[str, pd.DataFrame], ratios: pd.DataFrame, out: Path
+) -> list[dict[str, Any]]:
     sections = []
     for name in sorted({c["kernel"] for c in data["cases"]}):
         spec = registry.get(name)
         # only what this run recorded: the installed module may declare implementations added after it
-        recorded = {r["implementation"] for c in data["cases"] if c["kernel"] == name and c["correctness"]
-                    for r in c["correctness"].get("implementations", []) + c["correctness"].get("negative_controls", [])}
-        impls = [f"{i.name} ({i.kind}): {i.description}" for i in spec.implementations
-                 if not recorded or i.name in recorded]
-        controls = [f"negative control {i.name}: {i.description}" for i in spec.negative_controls
-                    if not recorded or i.name in recorded]
+        recorded = {
+            r["implementation"]
+            for c in data["cases"]
+            if c["kernel"] == name and c["correctness"]
+            for r in c["correctness"].get("implementations", []) + c["correctness"].get("negative_controls", [])
+        }
+        impls = [
+            f"{i.name} ({i.kind}): {i.description}" for i in spec.implementations if not recorded or i.name in recorded
+        ]
+        controls = [
+            f"negative control {i.name}: {i.description}"
+            for i in spec.negative_controls
+            if not recorded or i.name in recorded
+        ]
         blocks = [text(spec.description), bullets(impls + controls)]
         kr = ratios[ratios["kernel"] == name] if not ratios.empty else ratios
         if not kr.empty:
-            blocks.append(table(kr.assign(ratio=[_ratio_text(r) for _, r in kr.iterrows()]),
-                                ["verdict", "ratio", "case", "baseline", "best_triton", "pct_copy_bw",
-                                 "pct_matmul_peak", "flagged_share"],
-                                notes=["ratio: baseline time / best Triton time [95 % CI]; ᵍ by graph replay (no CI)."]))
+            blocks.append(
+                table(
+                    kr.assign(ratio=[_ratio_text(r) for _, r in kr.iterrows()]),
+                    [
+                        "verdict",
+                        "ratio",
+                        "case",
+                        "baseline",
+                        "best_triton",
+                        "pct_copy_bw",
+                        "pct_matmul_peak",
+                        "flagged_share",
+                    ],
+                    notes=["ratio: baseline time / best Triton time [95 % CI]; ᵍ by graph replay (no CI)."],
+                )
+            )
         if plots.speedup(ratios, name, out / "plots" / f"speedup-{name}.svg"):
-            blocks.append(figure(out / "plots" / f"speedup-{name}.svg", f"plots/speedup-{name}.svg",
-                                 f"{name}: speedup of the best Triton variant per case, with 95 % CIs"))
+            blocks.append(
+                figure(
+                    out / "plots" / f"speedup-{name}.svg",
+                    f"plots/speedup-{name}.svg",
+                    f"{name}: speedup of the best Triton variant per case, with 95 % CIs",
+                )
+            )
         if plots.sweep_spread(tbl["sweep"], name, out / "plots" / f"sweep-{name}.svg"):
-            blocks.append(figure(out / "plots" / f"sweep-{name}.svg", f"plots/sweep-{name}.svg",
-                                 f"{name}: launch-config sweep spread per variant and case"))
+            blocks.append(
+                figure(
+                    out / "plots" / f"sweep-{name}.svg",
+                    f"plots/sweep-{name}.svg",
+                    f"{name}: launch-config sweep spread per variant and case",
+                )
+            )
         sections.append({"title": f"Kernel: {name}", "blocks": blocks})
         for case in [c for c in data["cases"] if c["kernel"] == name]:
-            sections.append({"title": f"{name} · {case['shape']} · {case['dtype']}", "level": 3, "collapsed": True,
-                             "blocks": _case_blocks(case, tbl)})
+            sections.append(
+                {
+                    "title": f"{name} · {case['shape']} · {case['dtype']}",
+                    "level": 3,
+                    "collapsed": True,
+                    "blocks": _case_blocks(case, tbl),
+                }
+            )
     return sections
 
 
@@ -477,13 +748,27 @@ def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> d
     fp = environment.fingerprint(env)
     commits, cards = rundata.case_commits(data), rundata.case_cards(data)
     timed = sum(1 for c in data["cases"] if c["timing"])
-    banner = (f"Device {specs['device']}: {fp['gpu'] or 'no GPU'}; torch {fp['torch']}, triton {fp['triton']}; "
-              f"{timed} of {len(specs['cases'])} cases timed"
-              + (f", at {len(commits)} commits" if len(commits) > 1 else
-                 f" at commit {next(iter(commits))[:12]}" if commits else "")
-              + (f" on {len(cards)} cards" if len(cards) > 1 else "") + ".")
-    warn = ("INTERPRETER RUN: Triton ran in interpreter mode on the CPU. The timings below are interpreter timings "
-            "and support no performance comparison; correctness results are real.") if specs["interpreter"] else None
+    banner = (
+        f"Device {specs['device']}: {fp['gpu'] or 'no GPU'}; torch {fp['torch']}, triton {fp['triton']}; "
+        f"{timed} of {len(specs['cases'])} cases timed"
+        + (
+            f", at {len(commits)} commits"
+            if len(commits) > 1
+            else f" at commit {next(iter(commits))[:12]}"
+            if commits
+            else ""
+        )
+        + (f" on {len(cards)} cards" if len(cards) > 1 else "")
+        + "."
+    )
+    warn = (
+        (
+            "INTERPRETER RUN: Triton ran in interpreter mode on the CPU. The timings below are interpreter timings "
+            "and support no performance comparison; correctness results are real."
+        )
+        if specs["interpreter"]
+        else None
+    )
     verdict = claims.statements(data, tbl)
     refusals = _refusal_order(verdict["does_not_support"])
     ratios = scores.best_ratios(data, tbl) if not specs["interpreter"] else scores.best_ratios(data, tbl).iloc[0:0]
@@ -494,31 +779,63 @@ def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> d
         sections.append(targets)
     title = f"{fp['gpu'] or 'CPU interpreter'} — torch {fp['torch']}, triton {fp['triton']}"
     if plots.roofline(tbl["timing"], data["calibration"], title, out / "plots" / "roofline.svg"):
-        sections.append({"title": "Roofline", "blocks": [
-            figure(out / "plots" / "roofline.svg", "plots/roofline.svg",
-                   "roofline: arithmetic intensity vs achieved TFLOP/s per kernel and implementation"),
-            text("Ceilings are the measured copy bandwidth and library matmul peaks (Measured ceilings); intensity "
-                 "uses each kernel's minimal-traffic model.")]})
+        sections.append(
+            {
+                "title": "Roofline",
+                "blocks": [
+                    figure(
+                        out / "plots" / "roofline.svg",
+                        "plots/roofline.svg",
+                        "roofline: arithmetic intensity vs achieved TFLOP/s per kernel and implementation",
+                    ),
+                    text(
+                        "Ceilings are the measured copy bandwidth and library matmul peaks (Measured ceilings); "
+                        "intensity "
+                        "uses each kernel's minimal-traffic model."
+                    ),
+                ],
+            }
+        )
     sections += _kernel_sections(data, tbl, ratios, out)
     sections += [_environment_section(data), _calibration_section(data), _method_section(data)]
     for extra in (_references_section(data), _job_cost_section(data)):
         if extra:
             sections.append(extra)
     claim_df = tbl["claims"]
-    graph_note = (bool(len(claim_df)) and claim_df["basis"].astype(str).str.startswith("CUDA-graph").any())
-    sections.append({"title": "Appendix: what this report supports / does not support", "id": "appendix", "blocks": [
-        text("Supports:"),
-        bullets(verdict["supports"] or ["No performance statement."]),
-        text("Does not support:"), bullets(refusals)]
-        + ([text(f"¹ {claims.GRAPH_BASIS_REASON}.")] if graph_note else [])})
-    sections.append({"title": "Data", "blocks": [bullets([
-        "tables/timing.csv — one row per implementation and case (medians, spread, CI, throughput, % of ceilings, "
-        "commit and card)",
-        "tables/samples.csv.gz — every timed sample with its SM clock and flag",
-        "tables/correctness.csv, tables/sweep.csv, tables/profile.csv (whole kernel names), tables/claims.csv, "
-        "tables/ratios.csv, tables/targets.csv",
-        "plots/*.svg — the figures above; run.json — the run's summary (cases, commits, cards, cost)",
-        f"raw per-case JSON: results/{specs['device']}/ (path grammar in kernelscope/cases.py)"])]})
+    graph_note = bool(len(claim_df)) and claim_df["basis"].astype(str).str.startswith("CUDA-graph").any()
+    sections.append(
+        {
+            "title": "Appendix: what this report supports / does not support",
+            "id": "appendix",
+            "blocks": [
+                text("Supports:"),
+                bullets(verdict["supports"] or ["No performance statement."]),
+                text("Does not support:"),
+                bullets(refusals),
+            ]
+            + ([text(f"¹ {claims.GRAPH_BASIS_REASON}.")] if graph_note else []),
+        }
+    )
+    sections.append(
+        {
+            "title": "Data",
+            "blocks": [
+                bullets(
+                    [
+                        "tables/timing.csv — one row per implementation and case (medians, spread, CI, throughput, "
+                        "% of ceilings, "
+                        "commit and card)",
+                        "tables/samples.csv.gz — every timed sample with its SM clock and flag",
+                        "tables/correctness.csv, tables/sweep.csv, tables/profile.csv (whole kernel names), "
+                        "tables/claims.csv, "
+                        "tables/ratios.csv, tables/targets.csv",
+                        "plots/*.svg — the figures above; run.json — the run's summary (cases, commits, cards, cost)",
+                        f"raw per-case JSON: results/{specs['device']}/ (path grammar in kernelscope/cases.py)",
+                    ]
+                )
+            ],
+        }
+    )
     return {"title": f"kernelscope report — {specs['device']}", "banner": banner, "warning": warn, "sections": sections}
 
 
@@ -528,11 +845,15 @@ def run_facts(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, A
     created = sorted(c["timing"]["created"] for c in data["cases"] if c["timing"] and c["timing"].get("created"))
     corr = tbl["correctness"]
     impls = corr[corr["role"] != "negative control"] if not corr.empty else corr
-    return {"first_timed": created[0] if created else None, "last_timed": created[-1] if created else None,
-            "gpu": environment.fingerprint(data["environment"]).get("gpu"),
-            "case_commits": rundata.case_commits(data), "case_cards": rundata.case_cards(data),
-            "gate": {str(k): int(v) for k, v in impls["status"].value_counts().items()} if not impls.empty else {},
-            "declined": int(impls["declined"].eq(True).sum()) if "declined" in impls else 0}
+    return {
+        "first_timed": created[0] if created else None,
+        "last_timed": created[-1] if created else None,
+        "gpu": environment.fingerprint(data["environment"]).get("gpu"),
+        "case_commits": rundata.case_commits(data),
+        "case_cards": rundata.case_cards(data),
+        "gate": {str(k): int(v) for k, v in impls["status"].value_counts().items()} if not impls.empty else {},
+        "declined": int(impls["declined"].eq(True).sum()) if "declined" in impls else 0,
+    }
 
 
 def build(results_dir: str | Path, out_dir: str | Path) -> None:
@@ -547,6 +868,7 @@ def build(results_dir: str | Path, out_dir: str | Path) -> None:
     for name, df in tbl.items():
         with results.atomic(out / "tables" / table_file(name)) as tmp:
             df.to_csv(tmp, index=False, compression={"method": "gzip", "mtime": 0} if name in COMPRESSED else None)
-    results.write_text(out / "run.json", json.dumps({**data["run"], "report": run_facts(data, tbl)}, indent=1,
-                                                     sort_keys=True) + "\n")
+    results.write_text(
+        out / "run.json", json.dumps({**data["run"], "report": run_facts(data, tbl)}, indent=1, sort_keys=True) + "\n"
+    )
     render(document(data, tbl, out), out)

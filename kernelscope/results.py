@@ -67,8 +67,10 @@ def schema(kind: str) -> dict[str, Any]:
 
 
 def rebuild_hint(path: str | Path) -> str:
-    return (f"rebuild it with `snakemake --cores 1 --force {path}` and then rerun your snakemake command "
-            f"(or delete {path} and rerun)")
+    return (
+        f"rebuild it with `snakemake --cores 1 --force {path}` and then rerun your snakemake command "
+        f"(or delete {path} and rerun)"
+    )
 
 
 def load(path: str | Path, kind: str | None = None) -> dict[str, Any]:
@@ -82,6 +84,7 @@ def load(path: str | Path, kind: str | None = None) -> dict[str, Any]:
         error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema(kind)).iter_errors(doc))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "top level"
-            raise CorruptResult(f"{path} is not a valid {kind} result: {error.message} (at {where}): "
-                                f"{rebuild_hint(path)}")
+            raise CorruptResult(
+                f"{path} is not a valid {kind} result: {error.message} (at {where}): {rebuild_hint(path)}"
+            )
     return doc

@@ -28,19 +28,26 @@ def collect(results: Path) -> dict[str, Any]:
     specs = _load(results / "specs.json")
     if specs is None:
         raise FileNotFoundError(f"{results}/specs.json is missing: run the workflow first")
-    data = {"specs": specs, "environment": _load(results / "environment.json") or {},
-            "calibration": _load(results / "calibration.json") or {}, "cases": [],
-            "job_costs": _job_costs(results / "benchmarks"), "run": runsummary.summarize(results)}
+    data = {
+        "specs": specs,
+        "environment": _load(results / "environment.json") or {},
+        "calibration": _load(results / "calibration.json") or {},
+        "cases": [],
+        "job_costs": _job_costs(runsummary.jobtimes_dir(results)),
+        "run": runsummary.summarize(results),
+    }
     for case in specs["cases"]:
         rel = Path(case["kernel"]) / case["dtype"] / case["shape"]
-        data["cases"].append({
-            **case,
-            "correctness": _load(results / "correctness" / rel.with_suffix(".json")),
-            "timing": _load(results / "timing" / rel.with_suffix(".json")),
-            "profile": _load(results / "profile" / rel.with_suffix(".json")),
-            "ncu": _load(results / "ncu" / rel.with_suffix(".json")),
-            "sweeps": (_load(results / "sweep" / rel.with_suffix(".json")) or {}).get("variants", []),
-        })
+        data["cases"].append(
+            {
+                **case,
+                "correctness": _load(results / "correctness" / rel.with_suffix(".json")),
+                "timing": _load(results / "timing" / rel.with_suffix(".json")),
+                "profile": _load(results / "profile" / rel.with_suffix(".json")),
+                "ncu": _load(results / "ncu" / rel.with_suffix(".json")),
+                "sweeps": (_load(results / "sweep" / rel.with_suffix(".json")) or {}).get("variants", []),
+            }
+        )
         _mark_declined(data["cases"][-1])
     return data
 
@@ -101,8 +108,11 @@ def capped_measurements(data: dict[str, Any]) -> int:
     for case in data["cases"]:
         doc = case["timing"] or {}
         min_samples = int((doc.get("settings") or {}).get("min_samples", 0))
-        count += sum(1 for r in doc.get("implementations", []) if r.get("status") == "ok"
-                     and (not r.get("target_reached") or r.get("n", 0) < min_samples))
+        count += sum(
+            1
+            for r in doc.get("implementations", [])
+            if r.get("status") == "ok" and (not r.get("target_reached") or r.get("n", 0) < min_samples)
+        )
     return count
 
 
@@ -132,14 +142,21 @@ def case_cards(data: dict[str, Any]) -> dict[str, int]:
 
 def _job_costs(root: Path) -> pd.DataFrame:
     """Wall time of every per-case job, from the files Snakemake's ``benchmark:`` directive writes
-    (``results/<device>/benchmarks/<stage>/<kernel>/<dtype>/<shape>.tsv``)."""
+    (``results/<device>/jobtimes/<stage>/<kernel>/<dtype>/<shape>.tsv``)."""
     rows = []
     for path in sorted(root.glob("*/*/*/*.tsv")):
         stage, kernel, dtype = path.parts[-4:-1]
         bench = pd.read_csv(path, sep="\t")
         if "s" in bench and len(bench):
-            rows.append({"stage": stage, "kernel": kernel, "dtype": dtype, "shape": path.stem,
-                         "wall_s": float(bench["s"].iloc[0])})
+            rows.append(
+                {
+                    "stage": stage,
+                    "kernel": kernel,
+                    "dtype": dtype,
+                    "shape": path.stem,
+                    "wall_s": float(bench["s"].iloc[0]),
+                }
+            )
     return pd.DataFrame(rows, columns=["stage", "kernel", "dtype", "shape", "wall_s"])
 
 
@@ -159,78 +176,157 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
         copy_gbps, mm_tflops = _ceilings(data["calibration"], case["dtype"])
         gate = case["correctness"] or {}
         for rec in gate.get("implementations", []) + gate.get("negative_controls", []):
-            correctness_rows.append({**key, "implementation": rec["implementation"],
-                                     "role": "negative control" if "rejected" in rec else rec["kind"],
-                                     "status": rec["status"], "declined": rec.get("declined"),
-                                     "outcome": "rejected" if rec.get("rejected") else status_text(rec),
-                                     "rejected": rec.get("rejected"),
-                                     "max_abs_err": rec.get("max_abs_err"), "max_rel_err": rec.get("max_rel_err"),
-                                     "rel_l2_err": rec.get("rel_l2_err"),
-                                     **{inv.name: rec.get(inv.name) for inv in spec.invariants},
-                                     "failure": rec.get("failure") or rec.get("reason")})
+            correctness_rows.append(
+                {
+                    **key,
+                    "implementation": rec["implementation"],
+                    "role": "negative control" if "rejected" in rec else rec["kind"],
+                    "status": rec["status"],
+                    "declined": rec.get("declined"),
+                    "outcome": "rejected" if rec.get("rejected") else status_text(rec),
+                    "rejected": rec.get("rejected"),
+                    "max_abs_err": rec.get("max_abs_err"),
+                    "max_rel_err": rec.get("max_rel_err"),
+                    "rel_l2_err": rec.get("rel_l2_err"),
+                    **{inv.name: rec.get(inv.name) for inv in spec.invariants},
+                    "failure": rec.get("failure") or rec.get("reason"),
+                }
+            )
         doc = case["timing"] or {"implementations": []}
         for rec in doc["implementations"]:
-            row = {**key, "commit": case_commit(data, case), "card": case_card(data, case),
-                   "implementation": rec["implementation"], "kind": rec.get("kind"),
-                   "block": rec.get("block", ""), "status": rec["status"], "reason": rec.get("reason"),
-                   "config": json.dumps(rec.get("config", {}), sort_keys=True)}
+            row = {
+                **key,
+                "commit": case_commit(data, case),
+                "card": case_card(data, case),
+                "implementation": rec["implementation"],
+                "kind": rec.get("kind"),
+                "block": rec.get("block", ""),
+                "status": rec["status"],
+                "reason": rec.get("reason"),
+                "config": json.dumps(rec.get("config", {}), sort_keys=True),
+            }
             if rec["status"] == "ok":
                 med = rec["median_us"]
                 gbps = nbytes / (med * 1e-6) / 1e9
                 tflops = flops / (med * 1e-6) / 1e12
                 clk = rec.get("clocks") or {}
                 graph = rec.get("graph") or {}
-                row.update({
-                    "median_us": med, "p20_us": rec["p20_us"], "p80_us": rec["p80_us"], "min_us": rec["min_us"],
-                    "max_us": rec["max_us"], "ci95_low_us": rec["ci95_low_us"], "ci95_high_us": rec["ci95_high_us"],
-                    "n": rec["n"], "target_reached": rec["target_reached"], "first_call_ms": rec.get("first_call_ms"),
-                    "prepare_ms": rec.get("prepare_ms"), "compile_ms": rec.get("compile_ms"),
-                    "gbps": gbps, "tflops": tflops,
-                    "pct_copy_bw": 100 * gbps / copy_gbps if copy_gbps else None,
-                    "pct_matmul_peak": 100 * tflops / mm_tflops if mm_tflops else None,
-                    "bytes_moved": nbytes, "intensity_flop_per_byte": flops / nbytes if nbytes else math.nan,
-                    "graph_us": graph.get("median_us"), "graph_status": graph.get("status"),
-                    "graph_l2": graph.get("l2"),
-                    "launch_bound": claims.launch_bound(rec),
-                    "host_wall_us": rec.get("host_wall_us"), "l2_flushed": rec.get("l2_flushed"),
-                    "flagged": clk.get("n_flagged"),
-                    "flagged_share": clk["n_flagged"] / rec["n"] if clk.get("n_flagged") is not None and rec["n"]
-                    else None,
-                    "sm_mhz_min": clk.get("sm_mhz_min"),
-                    "sm_mhz_max": clk.get("sm_mhz_max"),
-                })
+                row.update(
+                    {
+                        "median_us": med,
+                        "p20_us": rec["p20_us"],
+                        "p80_us": rec["p80_us"],
+                        "min_us": rec["min_us"],
+                        "max_us": rec["max_us"],
+                        "ci95_low_us": rec["ci95_low_us"],
+                        "ci95_high_us": rec["ci95_high_us"],
+                        "n": rec["n"],
+                        "target_reached": rec["target_reached"],
+                        "first_call_ms": rec.get("first_call_ms"),
+                        "prepare_ms": rec.get("prepare_ms"),
+                        "compile_ms": rec.get("compile_ms"),
+                        "gbps": gbps,
+                        "tflops": tflops,
+                        "pct_copy_bw": 100 * gbps / copy_gbps if copy_gbps else None,
+                        "pct_matmul_peak": 100 * tflops / mm_tflops if mm_tflops else None,
+                        "bytes_moved": nbytes,
+                        "intensity_flop_per_byte": flops / nbytes if nbytes else math.nan,
+                        "graph_us": graph.get("median_us"),
+                        "graph_status": graph.get("status"),
+                        "graph_l2": graph.get("l2"),
+                        "launch_bound": claims.launch_bound(rec),
+                        "host_wall_us": rec.get("host_wall_us"),
+                        "l2_flushed": rec.get("l2_flushed"),
+                        "flagged": clk.get("n_flagged"),
+                        "flagged_share": clk["n_flagged"] / rec["n"]
+                        if clk.get("n_flagged") is not None and rec["n"]
+                        else None,
+                        "sm_mhz_min": clk.get("sm_mhz_min"),
+                        "sm_mhz_max": clk.get("sm_mhz_max"),
+                    }
+                )
                 for i, s in enumerate(rec["samples_us"]):
                     flag = (clk.get("flags") or [""] * len(rec["samples_us"]))[i] if clk else ""
                     sm = (clk.get("sm_mhz") or [None] * len(rec["samples_us"]))[i] if clk.get("sm_mhz") else None
-                    sample_rows.append({**key, "implementation": rec["implementation"], "block": rec.get("block", ""),
-                                        "sample": i, "us": s, "sm_mhz": sm, "flag": flag})
+                    sample_rows.append(
+                        {
+                            **key,
+                            "implementation": rec["implementation"],
+                            "block": rec.get("block", ""),
+                            "sample": i,
+                            "us": s,
+                            "sm_mhz": sm,
+                            "flag": flag,
+                        }
+                    )
             timing_rows.append(row)
         if case["timing"]:
             for c in claims.case_claims(case["timing"], case["correctness"]):
-                claim_rows.append({**key, **{k: c.get(k) for k in ("a", "b", "verdict", "basis", "why", "rel_diff",
-                                                                     "mannwhitney_p", "aa_floor_rel", "median_a_us",
-                                                                     "median_b_us")},
-                                   "speedup": (c["median_b_us"] / c["median_a_us"] if c.get("median_a_us")
-                                               else None),
-                                   "sentence": claims.sentence(c), "sentence_noted": claims.sentence(c, "¹")})
+                claim_rows.append(
+                    {
+                        **key,
+                        **{
+                            k: c.get(k)
+                            for k in (
+                                "a",
+                                "b",
+                                "verdict",
+                                "basis",
+                                "why",
+                                "rel_diff",
+                                "mannwhitney_p",
+                                "aa_floor_rel",
+                                "median_a_us",
+                                "median_b_us",
+                            )
+                        },
+                        "speedup": (c["median_b_us"] / c["median_a_us"] if c.get("median_a_us") else None),
+                        "sentence": claims.sentence(c),
+                        "sentence_noted": claims.sentence(c, "¹"),
+                    }
+                )
         for sw in case["sweeps"]:
             for rec in sw.get("configs", []):
-                sweep_rows.append({**key, "implementation": sw["implementation"], "config": rec["key"],
-                                   "is_default": rec["is_default"], "status": rec["status"],
-                                   "is_best": bool(sw.get("best")) and rec["key"] == sw["best"]["key"],
-                                   "first_call_ms": rec.get("first_call_ms"), "median_us": rec.get("median_us"),
-                                   "reason": rec.get("reason")})
+                sweep_rows.append(
+                    {
+                        **key,
+                        "implementation": sw["implementation"],
+                        "config": rec["key"],
+                        "is_default": rec["is_default"],
+                        "status": rec["status"],
+                        "is_best": bool(sw.get("best")) and rec["key"] == sw["best"]["key"],
+                        "first_call_ms": rec.get("first_call_ms"),
+                        "median_us": rec.get("median_us"),
+                        "reason": rec.get("reason"),
+                    }
+                )
         for rec in (case["profile"] or {}).get("implementations", []):
             for k in rec.get("kernels", []):
-                profile_rows.append({**key, "implementation": rec["implementation"], "cuda_kernel": k["name"],
-                                     "launches_per_call": k["launches_per_call"],
-                                     "device_us_per_call": k["device_us_per_call"]})
-    return {"correctness": pd.DataFrame(correctness_rows), "timing": pd.DataFrame(timing_rows),
-            "samples": pd.DataFrame(sample_rows), "sweep": pd.DataFrame(sweep_rows),
-            "profile": pd.DataFrame(profile_rows), "claims": pd.DataFrame(claim_rows)}
+                profile_rows.append(
+                    {
+                        **key,
+                        "implementation": rec["implementation"],
+                        "cuda_kernel": k["name"],
+                        "launches_per_call": k["launches_per_call"],
+                        "device_us_per_call": k["device_us_per_call"],
+                    }
+                )
+    return {
+        "correctness": pd.DataFrame(correctness_rows),
+        "timing": pd.DataFrame(timing_rows),
+        "samples": pd.DataFrame(sample_rows),
+        "sweep": pd.DataFrame(sweep_rows),
+        "profile": pd.DataFrame(profile_rows),
+        "claims": pd.DataFrame(claim_rows),
+    }
 
 
 def enqueue_modes(data: dict[str, Any]) -> set[str]:
     """How the run's timed samples were enqueued (``batched:<k>``, or ``per-sample-sync`` for older records)."""
-    return {rec.get("enqueue", "per-sample-sync") for case in data["cases"] if case["timing"]
-            for rec in case["timing"]["implementations"] if rec.get("status") == "ok"}
+    return {
+        rec.get("enqueue", "per-sample-sync")
+        for case in data["cases"]
+        if case["timing"]
+        for rec in case["timing"]["implementations"]
+        if rec.get("status") == "ok"
+    }

@@ -2,7 +2,8 @@
 which commits, on which cards, how long the run took and how long it held GPUs exclusively.
 
 Everything comes from the per-case records (each job stores its start and end time, its card and its
-GPU-lock sections, :mod:`kernelscope.gpus`) and Snakemake's per-job benchmark files; nothing is typed in.
+GPU-lock sections, :mod:`kernelscope.gpus`) and Snakemake's per-job wall-time files (``jobtimes/``); nothing
+is typed in.
 """
 
 from __future__ import annotations
@@ -28,9 +29,21 @@ def _records(results: Path) -> Iterable[tuple[str, dict[str, Any]]]:
             yield stage, results_io.load(path)
 
 
-def _benchmark_wall(results: Path) -> dict[str, list[float]]:
+#: where each per-case job's wall time is written (the rules' Snakemake ``benchmark:`` files); runs made before
+#: the rename wrote them under ``benchmarks/``, which is still read
+JOBTIMES = "jobtimes"
+_LEGACY_JOBTIMES = "benchmarks"
+
+
+def jobtimes_dir(results: Path) -> Path:
+    """``results/<device>/jobtimes/``, or the ``benchmarks/`` directory of a run made before the rename."""
+    current, legacy = Path(results) / JOBTIMES, Path(results) / _LEGACY_JOBTIMES
+    return legacy if legacy.is_dir() and not current.is_dir() else current
+
+
+def _job_walls(results: Path) -> dict[str, list[float]]:
     walls: dict[str, list[float]] = {}
-    for path in sorted((results / "benchmarks").glob("*/*/*/*.tsv")):
+    for path in sorted(jobtimes_dir(results).glob("*/*/*/*.tsv")):
         lines = path.read_text().splitlines()
         if len(lines) >= 2:
             header, first = lines[0].split("\t"), lines[1].split("\t")
@@ -94,7 +107,7 @@ def summarize(results_dir: str | Path) -> dict[str, Any]:
             exclusive_by_case[case] = exclusive_by_case.get(case, 0.0) + (gpu or {}).get("exclusive_s", 0.0)
             if stage == "timing":
                 timed.add(case)
-    for stage, walls in _benchmark_wall(results).items():
+    for stage, walls in _job_walls(results).items():
         stages.setdefault(stage, {"jobs": len(walls)})["job_wall_s"] = sum(walls)
     per_case = [exclusive_by_case[c] for c in sorted(timed) if c in exclusive_by_case]
     return {
@@ -111,7 +124,14 @@ def summarize(results_dir: str | Path) -> dict[str, Any]:
         "gpu_exclusive_s": sum(e - s for _, s, e in exclusive_sections),
         "exclusive_s_per_case_median": statistics.median(per_case) if per_case else None,
         "exclusive_overlaps": overlapping_exclusive_sections(exclusive_sections),
-        "jobs_on_host_while_sampling": ({"min": min(jobs_while_sampling), "median": statistics.median(jobs_while_sampling),
-                                         "max": max(jobs_while_sampling)} if jobs_while_sampling else None),
+        "jobs_on_host_while_sampling": (
+            {
+                "min": min(jobs_while_sampling),
+                "median": statistics.median(jobs_while_sampling),
+                "max": max(jobs_while_sampling),
+            }
+            if jobs_while_sampling
+            else None
+        ),
         "stages": stages,
     }

@@ -56,8 +56,10 @@ def check_device_key(expected: str) -> None:
     if actual != expected:
         hint = ""
         if actual == INTERPRETER_KEY:
-            hint = (" This job sees no CUDA device: in a container, Apptainer needs --nv (profiles/default "
-                    "supplies it); on the host, check CUDA_VISIBLE_DEVICES.")
+            hint = (
+                " This job sees no CUDA device: in a container, Apptainer needs --nv (profiles/default "
+                "supplies it); on the host, check CUDA_VISIBLE_DEVICES."
+            )
         raise DeviceMismatch(f"this job was planned for device {expected!r} but runs on {actual!r}.{hint}")
 
 
@@ -66,19 +68,33 @@ def device_limits() -> dict:
     """Hardware limits that launchers and config pruning read (SM count for persistent grids, shared
     memory per block, L2 size for cache flushing). Under the interpreter, nominal values."""
     if select_backend() != "cuda":
-        return {"num_sms": 4, "max_shared_mem_per_block": 228 * 1024, "l2_bytes": 4 * 2**20,
-                "capability": (0, 0), "interpreter": True, "regs_per_sm": 65536, "max_threads_per_sm": 2048}
+        return {
+            "num_sms": 4,
+            "max_shared_mem_per_block": 228 * 1024,
+            "l2_bytes": 4 * 2**20,
+            "capability": (0, 0),
+            "interpreter": True,
+            "regs_per_sm": 65536,
+            "max_threads_per_sm": 2048,
+        }
     props = torch.cuda.get_device_properties(0)
-    shared = getattr(props, "shared_memory_per_block_optin", None) or getattr(props, "max_shared_memory_per_block_optin", None)
+    shared = getattr(props, "shared_memory_per_block_optin", None) or getattr(
+        props, "max_shared_memory_per_block_optin", None
+    )
     if not shared:
         try:
             from triton.runtime import driver
+
             shared = driver.active.utils.get_device_properties(0)["max_shared_mem"]
         except Exception:  # noqa: BLE001 - a missing driver helper only loses the pruning hint
             shared = 48 * 1024
-    return {"num_sms": props.multi_processor_count, "max_shared_mem_per_block": int(shared),
-            "l2_bytes": int(getattr(props, "L2_cache_size", 50 * 2**20)),
-            "capability": (props.major, props.minor), "interpreter": False,
-            # occupancy inputs (torch names them since 2.x; 64K registers and 2048 threads an SM from sm_70 on)
-            "regs_per_sm": int(getattr(props, "regs_per_multiprocessor", 65536)),
-            "max_threads_per_sm": int(getattr(props, "max_threads_per_multi_processor", 2048))}
+    return {
+        "num_sms": props.multi_processor_count,
+        "max_shared_mem_per_block": int(shared),
+        "l2_bytes": int(getattr(props, "L2_cache_size", 50 * 2**20)),
+        "capability": (props.major, props.minor),
+        "interpreter": False,
+        # occupancy inputs (torch names them since 2.x; 64K registers and 2048 threads an SM from sm_70 on)
+        "regs_per_sm": int(getattr(props, "regs_per_multiprocessor", 65536)),
+        "max_threads_per_sm": int(getattr(props, "max_threads_per_multi_processor", 2048)),
+    }

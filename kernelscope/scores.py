@@ -32,19 +32,26 @@ def ratio(base: pd.Series, tri: pd.Series) -> dict[str, Any]:
     if bool(base.get("launch_bound")) or bool(tri.get("launch_bound")):
         if pd.isna(base.get("graph_us")) or pd.isna(tri.get("graph_us")):
             return {"speedup": None, "ci_low": None, "ci_high": None, "basis": "none (launch-bound, no graph)"}
-        return {"speedup": base["graph_us"] / tri["graph_us"], "ci_low": None, "ci_high": None,
-                "basis": "graph replay"}
+        return {"speedup": base["graph_us"] / tri["graph_us"], "ci_low": None, "ci_high": None, "basis": "graph replay"}
     b, bl, bh, _ = _basis_time(base)
     t, tl, th, _ = _basis_time(tri)
-    return {"speedup": b / t, "ci_low": bl / th if bl and th else None, "ci_high": bh / tl if bh and tl else None,
-            "basis": "event median"}
+    return {
+        "speedup": b / t,
+        "ci_low": bl / th if bl and th else None,
+        "ci_high": bh / tl if bh and tl else None,
+        "basis": "event median",
+    }
 
 
 def _case_rows(timing: pd.DataFrame, case: dict[str, Any]) -> pd.DataFrame:
     if timing.empty:
         return timing
-    rows = timing[(timing["kernel"] == case["kernel"]) & (timing["shape"] == case["shape"])
-                  & (timing["dtype"] == case["dtype"]) & (timing["block"] != "A2")]
+    rows = timing[
+        (timing["kernel"] == case["kernel"])
+        & (timing["shape"] == case["shape"])
+        & (timing["dtype"] == case["dtype"])
+        & (timing["block"] != "A2")
+    ]
     return rows[rows["status"] == "ok"]
 
 
@@ -62,19 +69,55 @@ def best_ratios(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> pd.DataFr
             continue
         best = tri.loc[tri.apply(lambda r: _basis_time(r)[0], axis=1).idxmin()]
         for _, base in ok[ok["kind"] != "triton"].iterrows():
-            claim = claim_df[(claim_df["kernel"] == case["kernel"]) & (claim_df["shape"] == case["shape"])
-                             & (claim_df["dtype"] == case["dtype"]) & (claim_df["a"] == best["implementation"])
-                             & (claim_df["b"] == base["implementation"])] if not claim_df.empty else claim_df
-            out.append({"kernel": case["kernel"], "case": f"{case['shape']} {case['dtype']}", "shape": case["shape"],
-                        "dtype": case["dtype"], "baseline": base["implementation"], "baseline_kind": base["kind"],
-                        "primary": base["implementation"] == case["primary_baseline"],
-                        "best_triton": best["implementation"], **ratio(base, best),
-                        "verdict": claim["verdict"].iloc[0] if len(claim) else "–",
-                        "flagged_share": best.get("flagged_share"), "pct_copy_bw": best.get("pct_copy_bw"),
-                        "pct_matmul_peak": best.get("pct_matmul_peak")})
-    return pd.DataFrame(out, columns=["kernel", "case", "shape", "dtype", "baseline", "baseline_kind", "primary",
-                                      "best_triton", "speedup", "ci_low", "ci_high", "basis", "verdict",
-                                      "flagged_share", "pct_copy_bw", "pct_matmul_peak"])
+            claim = (
+                claim_df[
+                    (claim_df["kernel"] == case["kernel"])
+                    & (claim_df["shape"] == case["shape"])
+                    & (claim_df["dtype"] == case["dtype"])
+                    & (claim_df["a"] == best["implementation"])
+                    & (claim_df["b"] == base["implementation"])
+                ]
+                if not claim_df.empty
+                else claim_df
+            )
+            out.append(
+                {
+                    "kernel": case["kernel"],
+                    "case": f"{case['shape']} {case['dtype']}",
+                    "shape": case["shape"],
+                    "dtype": case["dtype"],
+                    "baseline": base["implementation"],
+                    "baseline_kind": base["kind"],
+                    "primary": base["implementation"] == case["primary_baseline"],
+                    "best_triton": best["implementation"],
+                    **ratio(base, best),
+                    "verdict": claim["verdict"].iloc[0] if len(claim) else "–",
+                    "flagged_share": best.get("flagged_share"),
+                    "pct_copy_bw": best.get("pct_copy_bw"),
+                    "pct_matmul_peak": best.get("pct_matmul_peak"),
+                }
+            )
+    return pd.DataFrame(
+        out,
+        columns=[
+            "kernel",
+            "case",
+            "shape",
+            "dtype",
+            "baseline",
+            "baseline_kind",
+            "primary",
+            "best_triton",
+            "speedup",
+            "ci_low",
+            "ci_high",
+            "basis",
+            "verdict",
+            "flagged_share",
+            "pct_copy_bw",
+            "pct_matmul_peak",
+        ],
+    )
 
 
 def _verdict(value: float | None, low: float | None, high: float | None, at_least: float) -> str:
@@ -105,36 +148,82 @@ def targets(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 continue  # an untimed case: the Does-not-support list names it
             if not target.covers(case["params"], case["dtype"], nbytes):
                 continue
-            gate = next((r for r in (case["correctness"] or {}).get("implementations", [])
-                         if r["implementation"] == target.variant), {})
+            gate = next(
+                (
+                    r
+                    for r in (case["correctness"] or {}).get("implementations", [])
+                    if r["implementation"] == target.variant
+                ),
+                {},
+            )
             if gate.get("status") == "unsupported" and not gate.get("declined"):
                 continue  # outside the variant's design: the target does not speak about it
-            row = {"kernel": case["kernel"], "target": target.label, "case": case_label(case),
-                   "variant": target.variant, "at_least": target.at_least, "reason": target.reason,
-                   "value": None, "ci_low": None, "ci_high": None, "note": ""}
+            row = {
+                "kernel": case["kernel"],
+                "target": target.label,
+                "case": case_label(case),
+                "variant": target.variant,
+                "at_least": target.at_least,
+                "reason": target.reason,
+                "value": None,
+                "ci_low": None,
+                "ci_high": None,
+                "note": "",
+            }
             names = [target.variant] + ([target.baseline] if target.baseline else [])
             missing = [n for n in names if n not in recs or n not in passed]
             if missing:
-                row.update(verdict=NOT_RESOLVED, note="; ".join(
-                    claims.gate_status(case["correctness"], n) if n not in passed else f"{n} has no valid timing"
-                    for n in missing))
+                row.update(
+                    verdict=NOT_RESOLVED,
+                    note="; ".join(
+                        claims.gate_status(case["correctness"], n) if n not in passed else f"{n} has no valid timing"
+                        for n in missing
+                    ),
+                )
             elif target.metric == "speedup":
                 r = ratio(recs[target.baseline], recs[target.variant])
-                row.update(value=r["speedup"], ci_low=r["ci_low"], ci_high=r["ci_high"],
-                           verdict=_verdict(r["speedup"], r["ci_low"], r["ci_high"], target.at_least),
-                           note=f"basis: {r['basis']}")
+                row.update(
+                    value=r["speedup"],
+                    ci_low=r["ci_low"],
+                    ci_high=r["ci_high"],
+                    verdict=_verdict(r["speedup"], r["ci_low"], r["ci_high"], target.at_least),
+                    note=f"basis: {r['basis']}",
+                )
             else:
                 rec = recs[target.variant]
                 pct = rec.get("pct_copy_bw")
                 if pd.isna(pct):
                     row.update(verdict=NOT_RESOLVED, note="no measured copy bandwidth in this run")
                 elif rec.get("launch_bound"):
-                    row.update(value=pct, verdict=NOT_RESOLVED, note="launch-bound: the event median may hold "
-                                                                     "launch gaps")
+                    row.update(
+                        value=pct, verdict=NOT_RESOLVED, note="launch-bound: the event median may hold launch gaps"
+                    )
                 else:
-                    low, high = pct * rec["median_us"] / rec["ci95_high_us"], pct * rec["median_us"] / rec["ci95_low_us"]
-                    row.update(value=pct, ci_low=low, ci_high=high, verdict=_verdict(pct, low, high, target.at_least),
-                               note="event median" + (", launch-bound" if rec.get("launch_bound") else ""))
+                    low, high = (
+                        pct * rec["median_us"] / rec["ci95_high_us"],
+                        pct * rec["median_us"] / rec["ci95_low_us"],
+                    )
+                    row.update(
+                        value=pct,
+                        ci_low=low,
+                        ci_high=high,
+                        verdict=_verdict(pct, low, high, target.at_least),
+                        note="event median" + (", launch-bound" if rec.get("launch_bound") else ""),
+                    )
             out.append(row)
-    return pd.DataFrame(out, columns=["kernel", "target", "case", "variant", "at_least", "value", "ci_low", "ci_high",
-                                      "verdict", "note", "reason"])
+    return pd.DataFrame(
+        out,
+        columns=[
+            "kernel",
+            "target",
+            "case",
+            "variant",
+            "at_least",
+            "value",
+            "ci_low",
+            "ci_high",
+            "verdict",
+            "note",
+            "reason",
+        ],
+    )

@@ -109,8 +109,9 @@ class Target:
 
     def __post_init__(self) -> None:
         if self.metric not in TARGET_METRICS:
-            raise ValueError(f"target for {self.variant!r}: metric must be one of {sorted(TARGET_METRICS)}, "
-                             f"got {self.metric!r}")
+            raise ValueError(
+                f"target for {self.variant!r}: metric must be one of {sorted(TARGET_METRICS)}, got {self.metric!r}"
+            )
         if (self.metric == "speedup") != (self.baseline is not None):
             raise ValueError(f"target for {self.variant!r}: a speedup target names its baseline, and only it does")
         if not self.reason.strip():
@@ -231,8 +232,10 @@ class KernelSpec:
         if len(set(names)) != len(names):
             raise ValueError(f"kernel {self.name!r}: implementation names repeat: {names}")
         if self.primary_baseline not in [impl.name for impl in self.baselines]:
-            raise ValueError(f"kernel {self.name!r}: primary_baseline {self.primary_baseline!r} is not one of its "
-                             f"baselines {[impl.name for impl in self.baselines]}")
+            raise ValueError(
+                f"kernel {self.name!r}: primary_baseline {self.primary_baseline!r} is not one of its "
+                f"baselines {[impl.name for impl in self.baselines]}"
+            )
         # Targets are not checked against the implementations here: a declaration narrowed to some of them (a
         # config's variant selection) keeps every target. That each declared target names a real variant and
         # baseline is checked over the kernel modules (tests/test_targets.py).
@@ -245,7 +248,9 @@ class KernelSpec:
         for impl in (*self.implementations, *self.negative_controls):
             if impl.name == name:
                 return impl
-        raise KeyError(f"kernel {self.name!r} has no implementation {name!r}; it has {[i.name for i in self.implementations]}")
+        raise KeyError(
+            f"kernel {self.name!r} has no implementation {name!r}; it has {[i.name for i in self.implementations]}"
+        )
 
     @property
     def triton_variants(self) -> list[Implementation]:
@@ -259,7 +264,9 @@ class KernelSpec:
         try:
             shapes = self.shape_sets[shape_set]
         except KeyError:
-            raise KeyError(f"kernel {self.name!r} has no shape set {shape_set!r}; it has {sorted(self.shape_sets)}") from None
+            raise KeyError(
+                f"kernel {self.name!r} has no shape set {shape_set!r}; it has {sorted(self.shape_sets)}"
+            ) from None
         for shape in shapes:
             if shape.id == shape_id:
                 return shape
@@ -285,8 +292,9 @@ def numel(*dims: int) -> int:
     return math.prod(int(d) for d in dims)
 
 
-def randn(shape: Sequence[int], dtype: torch.dtype, generator: torch.Generator, scale: float = 1.0,
-          shift: float = 0.0) -> torch.Tensor:
+def randn(
+    shape: Sequence[int], dtype: torch.dtype, generator: torch.Generator, scale: float = 1.0, shift: float = 0.0
+) -> torch.Tensor:
     """Seeded normal samples ``shift + scale * N(0, 1)``, drawn in fp32 on the generator's device.
 
     Drawn on the device itself: multi-GB inputs made on the host would dominate a GPU run's wall time.

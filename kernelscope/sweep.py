@@ -37,13 +37,23 @@ def _prepare_config(spec: KernelSpec, impl: Implementation, inputs, config: dict
         fn = impl.prepare(inputs, out, config)
         return {"out": out, "fn": fn, "compile_ms": timing.compile_only(fn)}
     except Exception as exc:  # compile failures (OutOfResources, ...) are data
-        return {"error": f"{type(exc).__name__}: {exc}"[:2000], "fault": faults.status(exc),
-                "traceback": traceback.format_exc(limit=6)}
+        return {
+            "error": f"{type(exc).__name__}: {exc}"[:2000],
+            "fault": faults.status(exc),
+            "traceback": traceback.format_exc(limit=6),
+        }
 
 
-def sweep_variant(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torch.dtype,
-                  settings: timing.TimingSettings, max_configs: int | None = None, seed: int = 0,
-                  compile_workers: int = 1) -> dict[str, Any]:
+def sweep_variant(
+    spec: KernelSpec,
+    impl: Implementation,
+    shape: Shape,
+    dtype: torch.dtype,
+    settings: timing.TimingSettings,
+    max_configs: int | None = None,
+    seed: int = 0,
+    compile_workers: int = 1,
+) -> dict[str, Any]:
     """Every config of one variant in three phases: compile all of them (``compile_workers`` threads, no
     lock), check each against the reference (shared GPU lock), then time the correct ones back to back
     in one exclusive section."""
@@ -69,8 +79,9 @@ def sweep_variant(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: t
     timed: list[tuple[dict[str, Any], Any]] = []
     for rec, made in zip(todo, built):
         if "error" in made:
-            rec.update({"status": "failed", "fault": made["fault"], "reason": made["error"],
-                        "traceback": made["traceback"]})
+            rec.update(
+                {"status": "failed", "fault": made["fault"], "reason": made["error"], "traceback": made["traceback"]}
+            )
             continue
         rec["compile_ms"] = made["compile_ms"]
         try:
@@ -79,8 +90,14 @@ def sweep_variant(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: t
                 rec["first_call_ms"] = timing.first_call(made["fn"])
                 check = correctness.compare(made["fn"](), expected, tol.atol, tol.rtol)
         except Exception as exc:  # launch failures, OOMs and hangs are data too
-            rec.update({"status": "failed", "fault": faults.status(exc), "reason": f"{type(exc).__name__}: {exc}"[:2000],
-                        "traceback": traceback.format_exc(limit=6)})
+            rec.update(
+                {
+                    "status": "failed",
+                    "fault": faults.status(exc),
+                    "reason": f"{type(exc).__name__}: {exc}"[:2000],
+                    "traceback": traceback.format_exc(limit=6),
+                }
+            )
             faults.after_failure()
             continue
         if not check["ok"]:
@@ -94,19 +111,45 @@ def sweep_variant(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: t
                 with faults.bounded(f"{impl.name} {rec['key']}"):
                     measured = timing.measure(fn, settings, with_first_call=False, flush=flush)
             except Exception as exc:  # noqa: BLE001 - recorded; the other configs still run
-                rec.update({"status": "failed", "fault": faults.status(exc),
-                            "reason": f"{type(exc).__name__}: {exc}"[:2000], "traceback": traceback.format_exc(limit=6)})
+                rec.update(
+                    {
+                        "status": "failed",
+                        "fault": faults.status(exc),
+                        "reason": f"{type(exc).__name__}: {exc}"[:2000],
+                        "traceback": traceback.format_exc(limit=6),
+                    }
+                )
                 faults.after_failure()
                 continue
-            rec.update({k: measured[k] for k in ("median_us", "p20_us", "p80_us", "min_us", "max_us", "n",
-                                                 "ci95_low_us", "ci95_high_us", "l2_flushed")})
+            rec.update(
+                {
+                    k: measured[k]
+                    for k in (
+                        "median_us",
+                        "p20_us",
+                        "p80_us",
+                        "min_us",
+                        "max_us",
+                        "n",
+                        "ci95_low_us",
+                        "ci95_high_us",
+                        "l2_flushed",
+                    )
+                }
+            )
             rec["samples_us"] = measured["samples_us"]
             rec["status"] = "ok"
     return {"implementation": impl.name, "status": "ok", **summarize(records)}
 
 
-def sweep_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, settings: timing.TimingSettings,
-               max_configs: int | None = None, compile_workers: int = 1) -> dict[str, Any]:
+def sweep_case(
+    spec: KernelSpec,
+    shape: Shape,
+    dtype: torch.dtype,
+    settings: timing.TimingSettings,
+    max_configs: int | None = None,
+    compile_workers: int = 1,
+) -> dict[str, Any]:
     """Every Triton variant of one case (one job, so process start-up is paid once per case)."""
     variants: list[dict[str, Any]] = []
     # if a hang cannot be interrupted, the job writes the variants swept so far (faults.bounded)
@@ -134,11 +177,14 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out["best"] = {"config": best["config"], "key": best["key"], "median_us": best["median_us"]}
     out["worst_over_best"] = worst["median_us"] / best["median_us"]
     if default is not None:
-        out["default"] = {"config": default["config"], "status": default["status"],
-                          "median_us": default.get("median_us"),
-                          "over_best": default["median_us"] / best["median_us"] if default["status"] == "ok" else None,
-                          "rank": 1 + ranked.index(default) if default["status"] == "ok" else None,
-                          "of": len(ranked)}
+        out["default"] = {
+            "config": default["config"],
+            "status": default["status"],
+            "median_us": default.get("median_us"),
+            "over_best": default["median_us"] / best["median_us"] if default["status"] == "ok" else None,
+            "rank": 1 + ranked.index(default) if default["status"] == "ok" else None,
+            "of": len(ranked),
+        }
     out["first_call_ms_median"] = float(np.median([r["first_call_ms"] for r in ok]))
     compiles = [r["compile_ms"] for r in ok if r.get("compile_ms") is not None]
     out["compile_ms_median"] = float(np.median(compiles)) if compiles else None

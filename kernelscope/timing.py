@@ -174,7 +174,9 @@ def _sample_batch(fn: Callable[[], Any], flush: L2Flusher, settings: TimingSetti
     if runtime.select_backend() == "cuda":
         k = max(1, settings.batch)
         pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(k)]
-        head_start_us = settings.head_start_us_per_sample * k if _gpu_sleep(settings.head_start_us_per_sample * k) else 0.0
+        head_start_us = (
+            settings.head_start_us_per_sample * k if _gpu_sleep(settings.head_start_us_per_sample * k) else 0.0
+        )
         t0 = time.perf_counter()
         launched_us = []
         for start, end in pairs:
@@ -195,13 +197,20 @@ def _sample_batch(fn: Callable[[], Any], flush: L2Flusher, settings: TimingSetti
     return [(time.perf_counter() - t0) * 1e6], 0
 
 
-def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.ClockMonitor | None = None,
-            with_first_call: bool = True, flush: L2Flusher | None = None) -> dict[str, Any]:
+def measure(
+    fn: Callable[[], Any],
+    settings: TimingSettings,
+    monitor: clocks.ClockMonitor | None = None,
+    with_first_call: bool = True,
+    flush: L2Flusher | None = None,
+) -> dict[str, Any]:
     """Time ``fn``; returns samples (us), summary statistics and clock/flag information. ``flush`` is the
     L2 flusher to use (default: one built from ``settings.flush_l2`` for the CUDA device)."""
     on_gpu = runtime.select_backend() == "cuda"
-    result: dict[str, Any] = {"timer": "cuda_event" if on_gpu else "host_perf_counter",
-                              "enqueue": f"batched:{max(1, settings.batch)}" if on_gpu else "host"}
+    result: dict[str, Any] = {
+        "timer": "cuda_event" if on_gpu else "host_perf_counter",
+        "enqueue": f"batched:{max(1, settings.batch)}" if on_gpu else "host",
+    }
     if with_first_call:
         result["first_call_ms"] = first_call(fn)
     for _ in range(settings.warmup):
@@ -226,8 +235,11 @@ def measure(fn: Callable[[], Any], settings: TimingSettings, monitor: clocks.Clo
         measured_s = sum(samples) * 1e-6
         elapsed = time.perf_counter() - t_begin
         # the stopping rule: enough samples, enough measured time, and the median's CI inside the target
-        rule_met = n >= settings.min_samples and measured_s >= settings.min_time_s \
+        rule_met = (
+            n >= settings.min_samples
+            and measured_s >= settings.min_time_s
             and _converged(samples, settings.target_rel_ci)
+        )
         if rule_met or n >= settings.max_samples or elapsed >= settings.max_time_s:
             # stopped by a cap: the target counts as reached only if the whole rule was met, so a capped
             # measurement with fewer than min_samples is never reported as converged
@@ -255,8 +267,9 @@ def _converged(samples: list[float], target: float) -> bool:
     return med > 0 and (hi - lo) / 2 <= target * med
 
 
-def graph_replay_us(fn: Callable[[], Any], calls: int, repeats: int = 30,
-                    flush: L2Flusher | None = None) -> dict[str, Any]:
+def graph_replay_us(
+    fn: Callable[[], Any], calls: int, repeats: int = 30, flush: L2Flusher | None = None
+) -> dict[str, Any]:
     """Per-call device time of ``calls`` launches captured in one CUDA graph and replayed: launch gaps
     removed, so the difference to the event median is host/launch overhead.
 
@@ -304,8 +317,13 @@ def graph_replay_us(fn: Callable[[], Any], calls: int, repeats: int = 30,
             per_call.append((total - flushes) / calls)
             flush_per_call.append(flushes / calls)
         del main, flush_only
-        out = {"status": "ok", "calls_per_graph": calls, "samples_us": per_call,
-               "median_us": float(np.median(per_call)), "l2": "flushed" if cold else "warm"}
+        out = {
+            "status": "ok",
+            "calls_per_graph": calls,
+            "samples_us": per_call,
+            "median_us": float(np.median(per_call)),
+            "l2": "flushed" if cold else "warm",
+        }
         if cold:
             out["flush_us_per_call"] = float(np.median(flush_per_call))
         return out

@@ -10,34 +10,32 @@ import math
 import pytest
 import torch
 
+import helpers
+from helpers import H200_LIMITS as H200
+from helpers import assert_pass
+from kernels import attention
 from kernelscope import correctness, runtime
 from kernelscope.spec import Implementation, Shape
-from kernels import attention
 
 SPEC = attention.KERNEL
 SEEDS = (0, 1, 2)  # one seed per input regime of make_inputs (diffuse; sharp; max rising along keys)
 CPU = torch.device("cpu")
 IMPLEMENTATIONS = ("triton_flash", "sdpa", "torch", "torch_compile")
 
-# H200 limits, for checking the declared config space against the device it is for.
-H200 = {"num_sms": 132, "max_shared_mem_per_block": 227 * 1024, "l2_bytes": 60 * 2**20, "capability": (9, 0),
-        "interpreter": False}
-
 
 def shape(**params: int) -> Shape:
     return Shape({"B": 1, "H": 2, "D": 64, "causal": 0, **params}, "test")
 
 
-def gate(name: str, shp: Shape, dtype: torch.dtype, config: dict | None = None, seeds=SEEDS,
-         impl: Implementation | None = None) -> dict:
-    impl = impl or SPEC.implementation(name)
-    if config is None and impl.kind == "triton":
-        config = impl.default_config(shp, dtype)
-    return correctness.check_implementation(SPEC, impl, shp, dtype, seeds, config)
-
-
-def assert_pass(record: dict) -> None:
-    assert record["status"] == "pass", f"{record['implementation']} {record['config']}: {record['failure']}"
+def gate(
+    name: str,
+    shp: Shape,
+    dtype: torch.dtype,
+    config: dict | None = None,
+    seeds=SEEDS,
+    impl: Implementation | None = None,
+) -> dict:
+    return helpers.gate(SPEC, impl or name, shp, dtype, config, seeds)
 
 
 def flash(inputs: dict, out: torch.Tensor | None = None, config: dict | None = None) -> torch.Tensor:
@@ -56,9 +54,11 @@ def test_single_position_returns_v_exactly(causal, head_dim):
         assert_pass(gate(name, shp, torch.bfloat16, seeds=(0,)))
 
 
-@pytest.mark.parametrize("config", attention.INTERPRETER_CONFIGS + [{"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 4,
-                                                                     "num_stages": 1}],
-                         ids=lambda c: f"M{c['BLOCK_M']}xN{c['BLOCK_N']}")
+@pytest.mark.parametrize(
+    "config",
+    attention.INTERPRETER_CONFIGS + [{"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1}],
+    ids=lambda c: f"M{c['BLOCK_M']}xN{c['BLOCK_N']}",
+)
 @pytest.mark.parametrize("causal", [0, 1])
 def test_block_shapes_with_ragged_tails(causal, config):
     # S=37 leaves a partial query block and a partial key block at every tile size; BLOCK_N > BLOCK_M
@@ -116,8 +116,13 @@ def test_ignoring_the_causal_mask_is_rejected():
     def prepare(inputs, out, config):
         return attention._prepare_flash({**inputs, "causal": False}, out, config)
 
-    impl = Implementation("triton_ignores_causal", "triton", prepare, configs=lambda s, d: [],
-                          default_config=SPEC.implementation("triton_flash").default_config)
+    impl = Implementation(
+        "triton_ignores_causal",
+        "triton",
+        prepare,
+        configs=lambda s, d: [],
+        default_config=SPEC.implementation("triton_flash").default_config,
+    )
     record = gate("", shape(S=37, causal=1), torch.float16, impl=impl)
     assert record["status"] == "fail", record
 

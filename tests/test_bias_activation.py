@@ -23,14 +23,19 @@ def _shape(act: str, bias: int, M: int = 5, N: int = 37, **extra: int) -> Shape:
 
 def _eager(fn):
     """A broken implementation as an eager baseline: ``fn(x, bias_or_None, activation_name)``."""
+
     def prepare(inputs, out, config):
         act = bias_activation._activation_from_inputs(inputs)
         return lambda: fn(inputs["x"], inputs.get("bias"), act)
+
     return Implementation(fn.__name__, "eager", prepare, writes_out=False)
 
 
-@pytest.mark.parametrize("config", TRITON.configs(_shape("gelu", 1), torch.float32),
-                         ids=lambda c: f"M{c['BLOCK_M']}_N{c['BLOCK_N']}_w{c['num_warps']}")
+@pytest.mark.parametrize(
+    "config",
+    TRITON.configs(_shape("gelu", 1), torch.float32),
+    ids=lambda c: f"M{c['BLOCK_M']}_N{c['BLOCK_N']}_w{c['num_warps']}",
+)
 def test_every_config_passes_with_partial_tiles_in_both_dims(config):
     # 33 rows and 300 columns (stride 301) leave partial tiles along both axes for every config.
     shape = _shape("gelu", 1, M=33, N=300, stride=301)
@@ -41,8 +46,9 @@ def test_every_config_passes_with_partial_tiles_in_both_dims(config):
 @pytest.mark.parametrize("bias", (0, 1))
 @pytest.mark.parametrize("act", list(bias_activation.ACTIVATIONS))
 def test_every_activation_and_bias_combination(act, bias):
-    record = correctness.check_implementation(SPEC, TRITON, _shape(act, bias), torch.float32, SEEDS,
-                                              TRITON.default_config(_shape(act, bias), torch.float32))
+    record = correctness.check_implementation(
+        SPEC, TRITON, _shape(act, bias), torch.float32, SEEDS, TRITON.default_config(_shape(act, bias), torch.float32)
+    )
     assert record["status"] == "pass", record["failure"]
 
 

@@ -23,9 +23,19 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")
 
 ARTIFACTS = ROOT / "build" / "test-artifacts"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", "--disable-sync", "--enable-logging=stderr", "--v=0",
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1280,1000"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--window-size=1280,1000",
+]
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +57,19 @@ def page(tmp_path_factory) -> Path:
 
 
 def _chromium(page: Path, *args: str, tmp: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp / 'profile'}",
-                           f"--log-net-log={tmp / 'net.json'}", *args, page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={tmp / 'profile'}",
+            f"--log-net-log={tmp / 'net.json'}",
+            *args,
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _hosts(net_log: Path) -> set[str]:

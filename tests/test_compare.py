@@ -72,6 +72,7 @@ def test_a_real_slowdown_in_the_rerun_is_found_and_a_small_one_is_not(h200, tmp_
                 if rec["implementation"] == impl:
                     rec["samples_us"] = list(np.asarray(rec["samples_us"]) * factor)
                     rec["median_us"] *= factor
+
         return fn
 
     _edit(rerun / CASE, slow(1.10, "triton_row"))  # 10 %: far above the case's A/A floor (0.05 %) and 1 %
@@ -88,9 +89,14 @@ def test_a_real_slowdown_in_the_rerun_is_found_and_a_small_one_is_not(h200, tmp_
 def test_a_rerun_difference_is_claimed_only_above_the_run_to_run_floor(h200, tmp_path):
     # 3 %: far above the in-job A/A floor (0.05 %) but within what reruns of unchanged code have shown
     rerun = _copy(h200, tmp_path, "h200-rerun")
-    _edit(rerun / CASE, lambda doc: [rec.update(samples_us=list(np.asarray(rec["samples_us"]) * 1.03),
-                                                median_us=rec["median_us"] * 1.03)
-                                     for rec in doc["implementations"] if rec["implementation"] == "triton_row"])
+    _edit(
+        rerun / CASE,
+        lambda doc: [
+            rec.update(samples_us=list(np.asarray(rec["samples_us"]) * 1.03), median_us=rec["median_us"] * 1.03)
+            for rec in doc["implementations"]
+            if rec["implementation"] == "triton_row"
+        ],
+    )
     rows = _rows(h200, rerun).set_index(["kernel", "shape", "implementation"])
     row = rows.loc[("softmax", "M8192_N8192", "triton_row")]
     assert row["verdict"] == claims.UNRESOLVED and row["floor"] == compare.RUN_TO_RUN_FLOOR["triton"]
@@ -102,20 +108,30 @@ def test_orderings_across_runs_held_or_flipped(h200, tmp_path):
     rerun = _copy(h200, tmp_path, "h200-rerun")
     a = rundata.collect(h200)
     held = compare.orderings(a, rundata.collect(rerun))
-    assert set(held["ordering"]) <= {compare.HELD, compare.ORDER_UNRESOLVED} and (held["ordering"] == compare.HELD).any()
+    assert (
+        set(held["ordering"]) <= {compare.HELD, compare.ORDER_UNRESOLVED} and (held["ordering"] == compare.HELD).any()
+    )
     # triton_row 10x slower in the rerun: its ordering against torch flips
-    _edit(rerun / CASE, lambda doc: [rec.update(samples_us=list(np.asarray(rec["samples_us"]) * 10),
-                                                median_us=rec["median_us"] * 10)
-                                     for rec in doc["implementations"] if rec["implementation"] == "triton_row"])
+    _edit(
+        rerun / CASE,
+        lambda doc: [
+            rec.update(samples_us=list(np.asarray(rec["samples_us"]) * 10), median_us=rec["median_us"] * 10)
+            for rec in doc["implementations"]
+            if rec["implementation"] == "triton_row"
+        ],
+    )
     order = compare.orderings(a, rundata.collect(rerun)).set_index(["shape", "triton", "baseline"])
     assert order.loc[("M8192_N8192", "triton_row", "torch"), "ordering"] == compare.FLIPPED
 
 
-@pytest.mark.parametrize(("field", "value", "named"), [
-    ("torch", "2.13.0+cu130", "different torch: 2.11.0+cu130 (A) vs 2.13.0+cu130 (B)"),
-    ("triton", "3.7.1", "different triton"),
-    ("driver", "590.1", "different driver"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("torch", "2.13.0+cu130", "different torch: 2.11.0+cu130 (A) vs 2.13.0+cu130 (B)"),
+        ("triton", "3.7.1", "different triton"),
+        ("driver", "590.1", "different driver"),
+    ],
+)
 def test_different_software_is_not_comparable_and_says_which(h200, tmp_path, field, value, named):
     other = _copy(h200, tmp_path, "other-gpu")
 
@@ -152,13 +168,18 @@ def test_other_gpu_same_software_gives_cross_gpu_verdicts(h200, tmp_path):
     case = rows[(rows["shape"] == "M8192_N8192") & (rows["verdict"] != compare.NOT_COMPARABLE)]
     assert (case["verdict"] == claims.FASTER).all()
     text = json.dumps(compare.document(a, b, compare.comparability(a, b), rows))
-    assert "fastest correct implementation (by event median) is triton_row on nvidia-h200 and triton_row on nvidia-h100" in text
+    assert (
+        "fastest correct implementation (by event median) is triton_row on nvidia-h200 and triton_row on nvidia-h100"
+        in text
+    )
 
 
 def test_interpreter_and_method_differences_are_refused(h200, tmp_path):
     other = _copy(h200, tmp_path, "labelled")
     _edit(other / "specs.json", lambda s: s.update(interpreter=True))
-    assert any("interpreter" in r for r in compare.comparability(rundata.collect(h200), rundata.collect(other))["reasons"])
+    assert any(
+        "interpreter" in r for r in compare.comparability(rundata.collect(h200), rundata.collect(other))["reasons"]
+    )
     other2 = _copy(h200, tmp_path, "warm-cache")
     _edit(other2 / "specs.json", lambda s: s["timing"].update(flush_l2=False))
     reasons = compare.comparability(rundata.collect(h200), rundata.collect(other2))["reasons"]
@@ -176,8 +197,13 @@ def test_warm_cache_runs_are_labelled_in_their_own_report(h200, tmp_path):
     warm = _copy(h200, tmp_path, "warm")
     _edit(warm / "specs.json", lambda s: s["timing"].update(flush_l2=False))
     for path in (warm / "timing").rglob("*.json"):
-        _edit(path, lambda doc: [r.update(l2_flushed=False) for r in doc["implementations"] if r.get("status") == "ok"]
-              + [doc["settings"].update(flush_l2=False)])
+        _edit(
+            path,
+            lambda doc: (
+                [r.update(l2_flushed=False) for r in doc["implementations"] if r.get("status") == "ok"]
+                + [doc["settings"].update(flush_l2=False)]
+            ),
+        )
     report.build(warm, tmp_path / "out")
     md = (tmp_path / "out" / "report.md").read_text()
     assert "WARM CACHE: L2 was not flushed" in md and "Cold-cache times for 30 cases timed with a warm L2" in md
@@ -198,7 +224,9 @@ def test_a_changed_kernel_module_is_a_code_change_in_a_rerun_and_not_compared_ac
     a, b = rundata.collect(h200), rundata.collect(changed)
     rows = compare.compare_cases(a, b)
     case = rows[rows["shape"] == "M8192_N8192"]
-    assert (case["kernel_source"] == "changed").all() and (rows[rows["shape"] != "M8192_N8192"]["kernel_source"] == "same").all()
+    assert (case["kernel_source"] == "changed").all() and (
+        rows[rows["shape"] != "M8192_N8192"]["kernel_source"] == "same"
+    ).all()
     row = case[case["implementation"] == "triton_row"].iloc[0]
     assert row["verdict"] == claims.FASTER and row["why"].startswith("kernel module changed between the runs")
     text = json.dumps(compare.document(a, b, compare.comparability(a, b), rows))
@@ -261,8 +289,9 @@ def test_a_run_resumed_across_commits_says_which_cases_ran_at_which(h200, tmp_pa
     assert rundata.case_commits(rundata.collect(h200)) == {"5f19e282a9573e1426891affdce91e59913d4661": 30}
     # compared with the run it resumed, whose environment record has the same commit: the case commits decide
     a = rundata.collect(h200)
-    text = json.dumps(compare.document(a, data, compare.comparability(a, data), compare.compare_cases(a, data)),
-                      ensure_ascii=False)
+    text = json.dumps(
+        compare.document(a, data, compare.comparability(a, data), compare.compare_cases(a, data)), ensure_ascii=False
+    )
     assert "the runs' cases were timed at different commits (5f19e282a9573e1426891affdce91e59913d4661 vs " in text
     assert "abc1234 (1 cases)" in text
 
@@ -271,10 +300,20 @@ def test_capped_measurements_reapply_min_samples_to_old_records(h200):
     # The 5f19e28 records include naive-attention baselines that stopped at the time cap with fewer than
     # min_samples (100) samples but were written as "target reached"; the report counts them as capped.
     data = rundata.collect(h200)
-    written_false = sum(1 for c in data["cases"] if c["timing"] for r in c["timing"]["implementations"]
-                        if r.get("status") == "ok" and not r.get("target_reached"))
-    short = sum(1 for c in data["cases"] if c["timing"] for r in c["timing"]["implementations"]
-                if r.get("status") == "ok" and r.get("target_reached") and r["n"] < 100)
+    written_false = sum(
+        1
+        for c in data["cases"]
+        if c["timing"]
+        for r in c["timing"]["implementations"]
+        if r.get("status") == "ok" and not r.get("target_reached")
+    )
+    short = sum(
+        1
+        for c in data["cases"]
+        if c["timing"]
+        for r in c["timing"]["implementations"]
+        if r.get("status") == "ok" and r.get("target_reached") and r["n"] < 100
+    )
     assert short == 3
     assert rundata.capped_measurements(data) == written_false + short
 

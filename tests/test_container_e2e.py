@@ -11,7 +11,6 @@ Skipped unless KERNELSCOPE_CONTAINER_E2E=1 (`make container-e2e` sets it): it ne
 (the CUDA torch stack) and takes tens of minutes, so CI keeps the stand-in tests of tests/test_container.py.
 """
 
-import hashlib
 import json
 import os
 import re
@@ -24,13 +23,14 @@ import pytest
 import yaml
 
 from kernelscope import container
-
 from workflow_support import ROOT, SMALL_CONFIG, copy_workflow, job_counts
 
 pytestmark = [
     pytest.mark.container_e2e,
-    pytest.mark.skipif(os.environ.get("KERNELSCOPE_CONTAINER_E2E") != "1",
-                       reason="opt-in (KERNELSCOPE_CONTAINER_E2E=1, or make container-e2e): builds a multi-GB image"),
+    pytest.mark.skipif(
+        os.environ.get("KERNELSCOPE_CONTAINER_E2E") != "1",
+        reason="opt-in (KERNELSCOPE_CONTAINER_E2E=1, or make container-e2e): builds a multi-GB image",
+    ),
 ]
 
 SCRIPT = ROOT / "scripts" / "container-e2e.sh"
@@ -44,8 +44,11 @@ def _sha256(path: Path) -> str:
 
 def test_the_users_command_runs_every_job_in_the_real_image(tmp_path):
     image = Path(os.environ.get("KS_CONTAINER_IMAGE", ROOT / "build" / "kernelscope.sif")).resolve()
-    env = dict(os.environ, KS_CONTAINER_IMAGE=str(image),
-               PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    env = dict(
+        os.environ,
+        KS_CONTAINER_IMAGE=str(image),
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    )
 
     started = time.time()
     built = not image.exists() or os.environ.get("KERNELSCOPE_CONTAINER_REBUILD") == "1"
@@ -58,10 +61,17 @@ def test_the_users_command_runs_every_job_in_the_real_image(tmp_path):
     # workflow's config: a merge would keep every kernel of config/config.yaml.
     config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
     (workdir / "e2e.yaml").write_text(yaml.safe_dump({**config, **SMALL_CONFIG, "container_image": str(image)}))
-    command = ["snakemake", "--cores", "1", "--use-singularity", "--configfile", "e2e.yaml", "--replace-workflow-config"]
+    command = [
+        "snakemake",
+        "--cores",
+        "1",
+        "--use-singularity",
+        "--configfile",
+        "e2e.yaml",
+        "--replace-workflow-config",
+    ]
     started = time.time()
-    run = subprocess.run([str(SCRIPT), *command], cwd=workdir, env=env, capture_output=True, text=True,
-                         timeout=7200)
+    run = subprocess.run([str(SCRIPT), *command], cwd=workdir, env=env, capture_output=True, text=True, timeout=7200)
     run_s = time.time() - started
     output = run.stdout + run.stderr
     (ROOT / "build").mkdir(exist_ok=True)
@@ -85,9 +95,11 @@ def test_the_users_command_runs_every_job_in_the_real_image(tmp_path):
     assert env_record["container"]["runtime"] == "apptainer"
     assert Path(env_record["container"]["image"]).resolve() == image
     image_sha256 = _sha256(image)
-    identity = {"image_sha256": image_sha256,
-                "base_image": str(container.recipe(workdir / container.DEFINITION).base),
-                "lock_sha256": _sha256(workdir / container.LOCK)}
+    identity = {
+        "image_sha256": image_sha256,
+        "base_image": str(container.recipe(workdir / container.DEFINITION).base),
+        "lock_sha256": _sha256(workdir / container.LOCK),
+    }
     assert {key: env_record.get(key) for key in identity} == identity
 
     report = next((workdir / "reports").glob("*/report.md")).read_text()
@@ -97,15 +109,27 @@ def test_the_users_command_runs_every_job_in_the_real_image(tmp_path):
 
     version = subprocess.run([str(SCRIPT), "apptainer", "version"], env=env, capture_output=True, text=True)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                                capture_output=True, text=True).stdout.strip())
+    dirty = bool(
+        subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+    )
     record = {
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit, "dirty": dirty,
-        "command": " ".join(command), "config": SMALL_CONFIG, "apptainer": version.stdout.strip(),
-        "image": str(image), "image_sha256": image_sha256, "image_bytes": image.stat().st_size,
-        "image_built_by_this_run": built, "build_s": round(build_s), "workflow_s": round(run_s),
-        "lock_sha256": identity["lock_sha256"], "base_image": identity["base_image"],
-        "jobs_in_image": inside, "inside": {key: env_record.get(key) for key in
-                                            ("python", "torch", "triton", "cuda_runtime", "os", "backend")},
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": commit,
+        "dirty": dirty,
+        "command": " ".join(command),
+        "config": SMALL_CONFIG,
+        "apptainer": version.stdout.strip(),
+        "image": str(image),
+        "image_sha256": image_sha256,
+        "image_bytes": image.stat().st_size,
+        "image_built_by_this_run": built,
+        "build_s": round(build_s),
+        "workflow_s": round(run_s),
+        "lock_sha256": identity["lock_sha256"],
+        "base_image": identity["base_image"],
+        "jobs_in_image": inside,
+        "inside": {key: env_record.get(key) for key in ("python", "torch", "triton", "cuda_runtime", "os", "backend")},
     }
     (ROOT / "build" / "container-e2e.json").write_text(json.dumps(record, indent=1) + "\n")

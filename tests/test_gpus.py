@@ -20,8 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _env(tmp_path: Path, n: int) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({gpus.PRETEND_ENV: str(n), gpus.LOCK_DIR_ENV: str(tmp_path / "locks"),
-                "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])})
+    env.update(
+        {
+            gpus.PRETEND_ENV: str(n),
+            gpus.LOCK_DIR_ENV: str(tmp_path / "locks"),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),
+        }
+    )
     env.pop(gpus.BOUND_ENV, None)
     return env
 
@@ -29,8 +34,9 @@ def _env(tmp_path: Path, n: int) -> dict[str, str]:
 def _job(body: str, env: dict[str, str]) -> subprocess.Popen:
     """A stand-in job: binds like a real one, then runs ``body`` (which may use gpus, json, time, sys)."""
     code = "import json, sys, time\nfrom kernelscope import gpus\ngpus.bind('test')\n" + textwrap.dedent(body)
-    return subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
 
 
 def _go(tmp_path: Path) -> str:
@@ -82,7 +88,8 @@ def test_no_two_sampling_sections_overlap_on_one_device(tmp_path, n_devices):
         assert summary["uuid"].startswith("PRETEND-") and summary["exclusive_s"] > 0
         for s in summary["sections"]:
             by_device.setdefault(summary["uuid"], {"exclusive": [], "shared": []})[s["mode"]].append(
-                (s["start"], s["end"]))
+                (s["start"], s["end"])
+            )
     assert len(by_device) == n_devices
     for uuid, spans in by_device.items():
         assert len(spans["exclusive"]) == 3 * 4  # every job's four sections on its card
@@ -92,8 +99,9 @@ def test_no_two_sampling_sections_overlap_on_one_device(tmp_path, n_devices):
             assert not inside, f"{uuid}: shared work ran inside a sampling section"
     if n_devices > 1:  # the cards are used at the same time
         all_exclusive = [(s, u) for u, spans in by_device.items() for s in spans["exclusive"]]
-        assert any(a[0][0] < b[0][1] and b[0][0] < a[0][1] and a[1] != b[1]
-                   for a in all_exclusive for b in all_exclusive)
+        assert any(
+            a[0][0] < b[0][1] and b[0][0] < a[0][1] and a[1] != b[1] for a in all_exclusive for b in all_exclusive
+        )
 
 
 def test_a_stream_of_shared_work_does_not_starve_a_sampler(tmp_path):
@@ -110,12 +118,15 @@ def test_a_stream_of_shared_work_does_not_starve_a_sampler(tmp_path):
     for _ in range(2):  # half a section apart: one of them always holds the lock
         workers.append(_job(busy, env))
         time.sleep(0.6)
-    sampler = _job("""
+    sampler = _job(
+        """
     t0 = time.time()
     with gpus.exclusive("sampling"):
         waited = time.time() - t0
     print(waited, flush=True)
-    """, env)
+    """,
+        env,
+    )
     waited = float(sampler.communicate(timeout=60)[0])
     for w in workers:
         w.wait(timeout=60)
@@ -124,19 +135,25 @@ def test_a_stream_of_shared_work_does_not_starve_a_sampler(tmp_path):
 
 def test_a_killed_job_frees_its_device(tmp_path):
     env = _env(tmp_path, 1)
-    holder = _job("""
+    holder = _job(
+        """
     with gpus.exclusive("sampling"):
         print("held", flush=True)
         time.sleep(600)
-    """, env)
+    """,
+        env,
+    )
     assert holder.stdout.readline().strip() == "held"
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait(timeout=30)
-    successor = _job("""
+    successor = _job(
+        """
     t0 = time.time()
     with gpus.exclusive("sampling"):
         print(time.time() - t0, flush=True)
-    """, env)
+    """,
+        env,
+    )
     waited = float(successor.communicate(timeout=30)[0])
     assert waited < 2.0
     registry = json.loads((tmp_path / "locks" / "jobs.json").read_text())
@@ -152,9 +169,8 @@ def test_sections_do_not_nest_and_do_nothing_unbound(tmp_path, monkeypatch):
     monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path))
     monkeypatch.setenv(gpus.BOUND_ENV, "")  # restored after the test: bind() sets it
     assert gpus.bind("test") == "PRETEND-0"
-    with gpus.shared("outer"), pytest.raises(RuntimeError, match="do not nest"):
-        with gpus.exclusive("inner"):
-            pass
+    with gpus.shared("outer"), pytest.raises(RuntimeError, match="do not nest"), gpus.exclusive("inner"):
+        pass
     with gpus.exclusive("outer"), gpus.shared("inner"):  # shared work inside a sampler's section is its own
         pass
     summary = gpus.summary()

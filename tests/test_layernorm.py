@@ -34,8 +34,9 @@ def test_single_element_rows(impl, dtype):
 
 
 def test_no_eps_gives_nan_on_single_element_rows():
-    record = correctness.check_implementation(SPEC, SPEC.implementation("no_eps"), Shape({"M": 4, "N": 1}, "x"),
-                                              torch.float32, (0,))
+    record = correctness.check_implementation(
+        SPEC, SPEC.implementation("no_eps"), Shape({"M": 4, "N": 1}, "x"), torch.float32, (0,)
+    )
     assert record["status"] == "fail"
     assert "non-finite" in record["failure"]
 
@@ -75,8 +76,12 @@ def test_row_variant_declines_rows_wider_than_its_register_block_and_looped_take
 
 
 def _eager(name, fn):
-    return Implementation(name, "eager", lambda inputs, out, config: (
-        lambda: fn(inputs["x"], inputs["weight"], inputs["bias"])), writes_out=False)
+    return Implementation(
+        name,
+        "eager",
+        lambda inputs, out, config: lambda: fn(inputs["x"], inputs["weight"], inputs["bias"]),
+        writes_out=False,
+    )
 
 
 def _uncentred_output(x, w, b):
@@ -110,7 +115,9 @@ def test_centred_variance_beats_one_pass_on_offset_rows():
     # Regime 1 (mean offset 32 std): in fp32 the one-pass E[x^2] - E[x]^2 loses ~10 bits more than
     # the kernels' mean-then-centred-variance.
     shape = Shape({"M": 32, "N": 256}, "test")
-    two_pass = correctness.check_implementation(SPEC, ROW, shape, torch.float32, (1,), _config(ROW, shape, torch.float32))
+    two_pass = correctness.check_implementation(
+        SPEC, ROW, shape, torch.float32, (1,), _config(ROW, shape, torch.float32)
+    )
     one_pass = correctness.check_implementation(SPEC, _eager("one_pass", _one_pass_fp32), shape, torch.float32, (1,))
     assert two_pass["status"] == "pass", two_pass["failure"]
     assert one_pass["max_abs_err"] > 10 * two_pass["max_abs_err"]

@@ -9,26 +9,22 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelscope import correctness, runtime
-from kernelscope.spec import Shape
+import helpers
+from helpers import H200_LIMITS as H200
+from helpers import shape as _shape
 from kernels import matmul as mm
+from kernelscope import correctness, runtime
 
 SPEC = mm.KERNEL
 GROUPED = SPEC.implementation("triton_grouped")
 PERSISTENT = SPEC.implementation("triton_persistent")
 CONTROL = SPEC.implementation("k_off_by_one")
 DTYPES = [torch.float16, torch.bfloat16]
-H200 = {"num_sms": 132, "max_shared_mem_per_block": 232448, "l2_bytes": 60 * 2**20, "capability": (9, 0),
-        "interpreter": False}
-
-
-def _shape(**params: int) -> Shape:
-    return Shape(params, "test")
 
 
 def _gate(impl, shape, dtype, config, seeds=(0,)):
     assert impl.prune(config, shape, dtype, runtime.device_limits()) is None, "test config must be runnable"
-    return correctness.check_implementation(SPEC, impl, shape, dtype, seeds, config)
+    return helpers.gate(SPEC, impl, shape, dtype, config, seeds)
 
 
 def _small(block: int, group_m: int, **extra: int) -> dict:
@@ -68,8 +64,11 @@ def test_stride_alignment_is_the_largest_power_of_two_divisor_up_to_16(stride, e
 
 
 @pytest.mark.parametrize("trans_a,trans_b", [(1, 0), (0, 1), (1, 1)], ids=["A_T", "B_T", "both_T"])
-@pytest.mark.parametrize("impl,extra", [(GROUPED, {}), (PERSISTENT, {"TMA": 0}), (PERSISTENT, {"TMA": 1})],
-                         ids=["grouped", "persistent_pointers", "persistent_tma"])
+@pytest.mark.parametrize(
+    "impl,extra",
+    [(GROUPED, {}), (PERSISTENT, {"TMA": 0}), (PERSISTENT, {"TMA": 1})],
+    ids=["grouped", "persistent_pointers", "persistent_tma"],
+)
 def test_transposed_operands(impl, extra, trans_a, trans_b):
     # Edges not multiples of 32 and a K tail (72 = 2 x 32 + 8), operands given as transposed views.
     shape = _shape(M=48, N=40, K=72, transA=trans_a, transB=trans_b)
@@ -112,18 +111,31 @@ def test_group_swizzle_is_a_permutation_in_column_groups(num_pid_m, num_pid_n, g
     assert head == [(m, n) for n in range(num_pid_n) for m in range(first_rows)]
 
 
-@pytest.mark.parametrize("operands,elem_bytes,limits,has_descriptors,expected", [
-    ({"A": ((64, 1), 0), "B": ((32, 1), 256)}, 2, H200, True, None),
-    ({"A": ((1, 48), 0)}, 2, H200, True, None),  # column-major: described through its transpose
-    ({"A": ((65, 1), 0)}, 2, H200, True, "not a multiple of 16 bytes"),  # fp16 rows of 65 elements
-    ({"A": ((65, 1), 0)}, 4, H200, True, "not a multiple of 16 bytes"),
-    ({"A": ((64, 1), 2)}, 2, H200, True, "16-byte aligned"),
-    ({"A": ((128, 2), 0)}, 2, H200, True, "no unit stride"),
-    ({"A": ((64, 1), 0)}, 2, {**H200, "capability": (8, 0)}, True, "compute capability"),
-    ({"A": ((64, 1), 0)}, 2, {**H200, "capability": (0, 0), "interpreter": True}, True, None),
-    ({"A": ((64, 1), 0)}, 2, H200, False, "tl.make_tensor_descriptor"),
-], ids=["row_major", "col_major", "odd_rows_fp16", "odd_rows_fp32", "misaligned_base", "no_unit_stride",
-        "ampere", "interpreter", "old_triton"])
+@pytest.mark.parametrize(
+    "operands,elem_bytes,limits,has_descriptors,expected",
+    [
+        ({"A": ((64, 1), 0), "B": ((32, 1), 256)}, 2, H200, True, None),
+        ({"A": ((1, 48), 0)}, 2, H200, True, None),  # column-major: described through its transpose
+        ({"A": ((65, 1), 0)}, 2, H200, True, "not a multiple of 16 bytes"),  # fp16 rows of 65 elements
+        ({"A": ((65, 1), 0)}, 4, H200, True, "not a multiple of 16 bytes"),
+        ({"A": ((64, 1), 2)}, 2, H200, True, "16-byte aligned"),
+        ({"A": ((128, 2), 0)}, 2, H200, True, "no unit stride"),
+        ({"A": ((64, 1), 0)}, 2, {**H200, "capability": (8, 0)}, True, "compute capability"),
+        ({"A": ((64, 1), 0)}, 2, {**H200, "capability": (0, 0), "interpreter": True}, True, None),
+        ({"A": ((64, 1), 0)}, 2, H200, False, "tl.make_tensor_descriptor"),
+    ],
+    ids=[
+        "row_major",
+        "col_major",
+        "odd_rows_fp16",
+        "odd_rows_fp32",
+        "misaligned_base",
+        "no_unit_stride",
+        "ampere",
+        "interpreter",
+        "old_triton",
+    ],
+)
 def test_tma_feature_check(operands, elem_bytes, limits, has_descriptors, expected):
     reason = mm.tma_unsupported_reason(operands, elem_bytes, limits, has_descriptors=has_descriptors)
     if expected is None:

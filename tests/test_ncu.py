@@ -1,37 +1,54 @@
-"""The optional Nsight Compute stage: command, CSV parsing, and every way it can decline to run."""
+"""The optional Nsight Compute stage: command, CSV parsing, attribution by NVTX range, and every way it can
+decline to run."""
 
 import pytest
 
 from kernelscope import ncu
 
-# The layout of `ncu --csv --page raw` (header of metric names, a units row, one row per kernel), with
-# ncu's own messages before it. Written from the format's description, not captured from a GPU run.
-SAMPLE = '''==PROF== Connected to process 4242
-==PROF== Profiling "_row_softmax_kernel": 0%....50%....100% - 9 passes
-"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","gpu__time_duration.sum","dram__throughput.avg.pct_of_peak_sustained_elapsed","sm__warps_active.avg.pct_of_peak_sustained_active","launch__registers_per_thread","l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum","l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum","launch__shared_mem_per_block"
-"","","","","","","","nsecond","%","%","register/thread","byte","byte","byte"
-"0","4242","python3","host","_row_softmax_kernel","1","7","5,952","88.31","71.2","32","0","0","0"
-"1","4242","python3","host","_online_softmax_kernel","1","7","8,096","61.70","45.0","40","1,024","2,048","512"
+# The layout of `ncu --nvtx --csv --page raw` (header of metric names, a units row, one row per kernel, an
+# NVTX column holding each kernel's push/pop range stack), with ncu's own messages before it. Written from
+# the format's description, not captured from a GPU run. The rows are in the opposite order to the
+# implementations' calls: attribution is by range name, never by launch order.
+HEADER = (
+    '"ID","Process ID","Process Name","Host Name","thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg",'
+    '"Kernel Name","Context","Stream","gpu__time_duration.sum",'
+    '"dram__throughput.avg.pct_of_peak_sustained_elapsed","sm__warps_active.avg.pct_of_peak_sustained_active",'
+    '"launch__registers_per_thread","l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",'
+    '"l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum","launch__shared_mem_per_block"'
+)
+SAMPLE = f"""==PROF== Connected to process 4242
+==PROF== Profiling "_online_softmax_kernel": 0%....50%....100% - 9 passes
+{HEADER}
+"","","","","","","","","nsecond","%","%","register/thread","byte","byte","byte"
+"0","4242","python3","host","<default domain>:kernelscope.triton_online:none:none:none:none","_online_softmax_kernel","1","7","8,096","61.70","45.0","40","1,024","2,048","512"
+"1","4242","python3","host","<default domain>:kernelscope.triton_row:none:none:none:none","_row_softmax_kernel","1","7","5,952","88.31","71.2","32","0","0","0"
 ==PROF== Disconnected from process 4242
-'''
+"""
 
 
-def test_parse_reads_each_profiled_kernel_and_its_metrics():
+def test_parse_reads_each_profiled_kernel_its_implementation_and_its_metrics():
     rows = ncu.parse_csv(SAMPLE)
-    assert [r["kernel"] for r in rows] == ["_row_softmax_kernel", "_online_softmax_kernel"]
-    assert rows[0]["duration_ns"] == 5952 and rows[0]["dram_throughput_pct"] == pytest.approx(88.31)
-    assert rows[1]["registers_per_thread"] == 40 and rows[1]["local_store_bytes"] == 2048
+    assert [(r["implementation"], r["kernel"]) for r in rows] == [
+        ("triton_online", "_online_softmax_kernel"),
+        ("triton_row", "_row_softmax_kernel"),
+    ]
+    assert rows[1]["duration_ns"] == 5952 and rows[1]["dram_throughput_pct"] == pytest.approx(88.31)
+    assert rows[0]["registers_per_thread"] == 40 and rows[0]["local_store_bytes"] == 2048
 
 
 def test_parse_without_a_table_is_empty():
     assert ncu.parse_csv("==ERROR== ERR_NVGPUCTRPERM - no permission to access the counters") == []
 
 
-def test_command_leaves_clocks_alone_and_profiles_only_between_start_and_stop():
-    cmd = ncu.command(["python", "-m", "kernelscope", "ncu-target"])
+def test_command_profiles_only_the_implementations_ranges_and_leaves_clocks_alone():
+    cmd = ncu.command(["python", "-m", "kernelscope", "ncu-target"], ["triton_row", "triton_online"])
     assert cmd[cmd.index("--clock-control") + 1] == "none"
     assert cmd[cmd.index("--profile-from-start") + 1] == "off"
+    assert "--nvtx" in cmd
+    includes = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--nvtx-include"]
+    assert includes == ["kernelscope.triton_row/", "kernelscope.triton_online/"]  # push/pop ranges
     assert all(metric in cmd[cmd.index("--metrics") + 1] for metric in ncu.METRICS.values())
+    assert cmd[-4:] == ["python", "-m", "kernelscope", "ncu-target"]
 
 
 def test_stage_declines_without_a_gpu_or_without_ncu(monkeypatch):
@@ -40,7 +57,7 @@ def test_stage_declines_without_a_gpu_or_without_ncu(monkeypatch):
     assert "not on PATH" in ncu.run(["x"], ["a"], on_gpu=True)["reason"]
 
 
-def test_stage_reports_a_launch_count_mismatch(monkeypatch):
+def test_stage_attributes_kernels_by_range_and_reports_any_that_do_not_match(monkeypatch):
     monkeypatch.setattr(ncu.shutil, "which", lambda name: "/usr/bin/ncu")
 
     class Done:
@@ -48,6 +65,13 @@ def test_stage_reports_a_launch_count_mismatch(monkeypatch):
 
     monkeypatch.setattr(ncu.subprocess, "run", lambda *a, **k: Done())
     ok = ncu.run(["x"], ["triton_row", "triton_online"], on_gpu=True)
-    assert ok["ran"] and [k["implementation"] for k in ok["kernels"]] == ["triton_row", "triton_online"]
+    assert ok["ran"]
+    assert [(k["implementation"], k["kernel"]) for k in ok["kernels"]] == [
+        ("triton_row", "_row_softmax_kernel"),
+        ("triton_online", "_online_softmax_kernel"),
+    ]
+    assert "--nvtx-include kernelscope.triton_row/" in ok["command"]
     bad = ncu.run(["x"], ["triton_row"], on_gpu=True)
-    assert not bad["ran"] and "expected 1 profiled launches" in bad["reason"]
+    assert not bad["ran"] and "kernels outside them ['_online_softmax_kernel']" in bad["reason"]
+    missing = ncu.run(["x"], ["triton_row", "triton_online", "triton_persistent"], on_gpu=True)
+    assert not missing["ran"] and "implementations without a kernel ['triton_persistent']" in missing["reason"]

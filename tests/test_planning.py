@@ -9,7 +9,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from kernelscope import catalog, cases
+from kernelscope import cases, catalog
 from workflow_support import ROOT, copy_workflow, snakemake
 
 SCHEMA = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
@@ -40,6 +40,7 @@ def softmax(**entry):
 
 
 # --- kernels, implementations, dtypes ---------------------------------------------------------------------
+
 
 def test_unknown_kernel():
     msg = refused(config(kernels={"nosuch": {}}))
@@ -78,14 +79,19 @@ def test_unknown_shape_set():
 
 # --- shapes ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("shape", "message"), [
-    ({"M": 4}, "lacks ['N']"),
-    ({"M": 4, "N": 8, "Q": 3}, "unknown parameter(s) ['Q']"),
-    ({"M": 0, "N": 8}, "M=0 in {'M': 0, 'N': 8} is a size; allowed: an integer >= 1"),
-    ({"M": -4, "N": 8}, "M=-4 in {'M': -4, 'N': 8} is a size; allowed: an integer >= 1"),
-    ({"M": 2.5, "N": 8}, "M=2.5 in {'M': 2.5, 'N': 8} is not an integer"),
-    ({"M": True, "N": 8}, "M=True in {'M': True, 'N': 8} is not an integer"),
-], ids=["missing", "extra", "zero", "negative", "non-integer", "boolean"])
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        ({"M": 4}, "lacks ['N']"),
+        ({"M": 4, "N": 8, "Q": 3}, "unknown parameter(s) ['Q']"),
+        ({"M": 0, "N": 8}, "M=0 in {'M': 0, 'N': 8} is a size; allowed: an integer >= 1"),
+        ({"M": -4, "N": 8}, "M=-4 in {'M': -4, 'N': 8} is a size; allowed: an integer >= 1"),
+        ({"M": 2.5, "N": 8}, "M=2.5 in {'M': 2.5, 'N': 8} is not an integer"),
+        ({"M": True, "N": 8}, "M=True in {'M': True, 'N': 8} is not an integer"),
+    ],
+    ids=["missing", "extra", "zero", "negative", "non-integer", "boolean"],
+)
 def test_bad_shape(shape, message):
     msg = refused(config(kernels=softmax(shapes=[shape])))
     assert msg.startswith("kernels.softmax.shapes: ") and message in msg, msg
@@ -98,9 +104,15 @@ def test_switch_parameter_takes_only_0_or_1():
 
 
 def test_zero_switch_and_optional_size_are_accepted():
-    doc = cases.specs(config(kernels={"layernorm": {"dtypes": ["float32"], "shapes": [{"M": 3, "N": 5, "stride": 8}]},
-                                      "attention": {"dtypes": ["float16"],
-                                                    "shapes": [{"B": 1, "H": 1, "S": 16, "D": 16, "causal": 0}]}}), CPU)
+    doc = cases.specs(
+        config(
+            kernels={
+                "layernorm": {"dtypes": ["float32"], "shapes": [{"M": 3, "N": 5, "stride": 8}]},
+                "attention": {"dtypes": ["float16"], "shapes": [{"B": 1, "H": 1, "S": 16, "D": 16, "causal": 0}]},
+            }
+        ),
+        CPU,
+    )
     assert [c["shape"] for c in doc["cases"]] == ["M3_N5_stride8", "B1_H1_S16_D16_causal0"]
 
 
@@ -120,8 +132,9 @@ def test_shape_that_cannot_fit_the_target_device():
     huge = {"M": 2**20, "N": 2**17}  # 2^37 fp32 elements in and out: 1 TiB
     msg = refused(config(kernels=softmax(shapes=[huge])), "nvidia-h200")
     assert "M1048576_N131072 at float32 needs at least 1024.0 GiB" in msg and "nvidia-h200 has 140.4 GiB" in msg
-    assert "needs at least" in refused(config(kernels=softmax(shapes=[{"M": 2**15, "N": 2**15}]), device_memory_gib=4),
-                                       "my-gpu")
+    assert "needs at least" in refused(
+        config(kernels=softmax(shapes=[{"M": 2**15, "N": 2**15}]), device_memory_gib=4), "my-gpu"
+    )
     cases.specs(config(kernels=softmax(shapes=[huge])), "some-unknown-gpu")  # memory unknown: not checked
 
 
@@ -140,10 +153,14 @@ def test_footprint_formula_matches_bytes_moved():
 
 # --- timing, comparison ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("block", "settings", "message"), [
-    ("timing", {"min_samples": 500, "max_samples": 100}, "timing: min_samples=500 exceeds max_samples=100"),
-    ("timing_interpreter", {"min_time_s": 2.0, "max_time_s": 1.0}, "timing_interpreter: min_time_s=2.0 exceeds"),
-])
+
+@pytest.mark.parametrize(
+    ("block", "settings", "message"),
+    [
+        ("timing", {"min_samples": 500, "max_samples": 100}, "timing: min_samples=500 exceeds max_samples=100"),
+        ("timing_interpreter", {"min_time_s": 2.0, "max_time_s": 1.0}, "timing_interpreter: min_time_s=2.0 exceeds"),
+    ],
+)
 def test_timing_bounds_out_of_order(block, settings, message):
     msg = refused(config(**{block: {**BASE[block], **settings}}))
     assert message in msg and "allowed:" in msg
@@ -155,14 +172,17 @@ def test_sweep_timing_bounds_out_of_order():
     assert "sweep.timing: min_samples=300 exceeds max_samples=200" in refused(config(sweep=sweep))
 
 
-@pytest.mark.parametrize(("settings", "message"), [
-    ({"warmup": -1}, "-1 is less than the minimum of 0"),
-    ({"min_samples": 0}, "0 is less than the minimum of 1"),
-    ({"max_time_s": 0}, "0 is less than or equal to the minimum of 0"),
-    ({"target_rel_ci": 1.5}, "1.5 is greater than or equal to the maximum of 1"),
-    ({"flush_l2": "yes"}, "'yes' is not of type 'boolean'"),
-    ({"warmup": 2.5}, "2.5 is not of type 'integer'"),
-])
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"warmup": -1}, "-1 is less than the minimum of 0"),
+        ({"min_samples": 0}, "0 is less than the minimum of 1"),
+        ({"max_time_s": 0}, "0 is less than or equal to the minimum of 0"),
+        ({"target_rel_ci": 1.5}, "1.5 is greater than or equal to the maximum of 1"),
+        ({"flush_l2": "yes"}, "'yes' is not of type 'boolean'"),
+        ({"warmup": 2.5}, "2.5 is not of type 'integer'"),
+    ],
+)
 def test_schema_refuses_timing_out_of_range(settings, message):
     msg = schema_error(config(timing={**BASE["timing"], **settings}))
     assert message in msg and "['timing']" in msg
@@ -172,11 +192,14 @@ def test_time_limit_must_be_positive():
     assert "0 is less than or equal to the minimum of 0" in schema_error(config(implementation_time_limit_s=0))
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    ("nvidia-h100", "compare_with: 'nvidia-h100' is not a list"),
-    (["NVIDIA H100"], "compare_with: ['NVIDIA H100'] are not device keys"),
-    ([CPU], "compare_with names this run's own results (cpu-interpreter)"),
-])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("nvidia-h100", "compare_with: 'nvidia-h100' is not a list"),
+        (["NVIDIA H100"], "compare_with: ['NVIDIA H100'] are not device keys"),
+        ([CPU], "compare_with names this run's own results (cpu-interpreter)"),
+    ],
+)
 def test_malformed_comparison_request(value, message):
     assert message in refused(config(compare_with=value))
 
@@ -187,6 +210,7 @@ def test_schema_refuses_malformed_comparison_request():
 
 
 # --- the plan depends on the config, not on the machine that plans ---------------------------------------
+
 
 def test_gpu_plan_on_a_machine_without_a_gpu():
     doc = cases.specs(config(device="nvidia-h200", shape_set="auto"), cases.device_key(config(device="nvidia-h200")))
@@ -200,9 +224,11 @@ def test_gpu_plan_on_a_machine_without_a_gpu():
 def test_planning_imports_neither_torch_nor_triton():
     import subprocess
 
-    code = ("import sys, yaml; from kernelscope import cases; "
-            f"cases.plan(yaml.safe_load(open({str(ROOT / 'config' / 'config.yaml')!r})), 'nvidia-h200'); "
-            "bad = [m for m in ('torch', 'triton') if m in sys.modules]; sys.exit(f'imported {bad}' if bad else 0)")
+    code = (
+        "import sys, yaml; from kernelscope import cases; "
+        f"cases.plan(yaml.safe_load(open({str(ROOT / 'config' / 'config.yaml')!r})), 'nvidia-h200'); "
+        "bad = [m for m in ('torch', 'triton') if m in sys.modules]; sys.exit(f'imported {bad}' if bad else 0)"
+    )
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
 
@@ -237,7 +263,8 @@ def test_snakefile_plans_a_gpu_run_without_torch(tmp_path):
     run = snakemake(work, "--dry-run", "--config", "device=nvidia-h200", "shape_set=gpu", env=env)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "results/nvidia-h200/timing/matmul/float16/M4096_N4096_K4096.json" in run.stdout
-    bad = snakemake(work, "--dry-run", "--config", "kernels={softmax: {dtypes: [float16], shapes: [{M: -4, N: 8}]}}",
-                    env=env)
+    bad = snakemake(
+        work, "--dry-run", "--config", "kernels={softmax: {dtypes: [float16], shapes: [{M: -4, N: 8}]}}", env=env
+    )
     assert bad.returncode != 0
     assert "kernels.softmax.shapes: M=-4 in {'M': '-4', 'N': '8'} is a size" in bad.stdout + bad.stderr

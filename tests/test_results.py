@@ -54,14 +54,23 @@ def test_result_that_breaks_its_schema_says_what_is_wrong(h200, tmp_path):
     del doc["implementations"][1]["status"]
     path.write_text(json.dumps(doc))
     try:
-        with pytest.raises(results.CorruptResult, match=re.escape(f"{path} is not a valid correctness result: "
-                                                                  "'status' is a required property (at "
-                                                                  "implementations/1)")):
+        with pytest.raises(
+            results.CorruptResult,
+            match=re.escape(
+                f"{path} is not a valid correctness result: 'status' is a required property (at implementations/1)"
+            ),
+        ):
             report.build(h200, tmp_path / "out")
     finally:
         path.write_text(text)
-    timing = {"device": "d", "kernel": "k", "shape": "s", "dtype": "t", "primary_baseline": "torch",
-              "implementations": [{"implementation": "torch", "status": "ok", "samples_us": [], "median_us": 1, "n": 1}]}
+    timing = {
+        "device": "d",
+        "kernel": "k",
+        "shape": "s",
+        "dtype": "t",
+        "primary_baseline": "torch",
+        "implementations": [{"implementation": "torch", "status": "ok", "samples_us": [], "median_us": 1, "n": 1}],
+    }
     bad = tmp_path / "timing" / "k" / "t" / "s.json"
     bad.parent.mkdir(parents=True)
     bad.write_text(json.dumps(timing))
@@ -81,10 +90,9 @@ def test_a_job_reading_a_corrupt_input_fails_naming_it(tmp_path):
 def test_an_interrupted_write_leaves_the_previous_file(tmp_path):
     target = tmp_path / "tables" / "timing.csv"
     results.write_text(target, "old\n")
-    with pytest.raises(KeyboardInterrupt):
-        with results.atomic(target) as tmp:
-            tmp.write_text("half of the new")
-            raise KeyboardInterrupt  # the job is killed mid-write
+    with pytest.raises(KeyboardInterrupt), results.atomic(target) as tmp:
+        tmp.write_text("half of the new")
+        raise KeyboardInterrupt  # the job is killed mid-write
     assert target.read_text() == "old\n" and os.listdir(target.parent) == ["timing.csv"]
 
 
@@ -93,8 +101,9 @@ def test_killed_workflow_resumes_with_the_same_command(tmp_path):
     work = copy_workflow(tmp_path, SMALL_CONFIG)
     env = {**os.environ, "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])}
     command = [sys.executable, "-m", "snakemake", "--cores", "1"]
-    first = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+    first = subprocess.Popen(
+        command, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     done = work / "results" / "cpu-interpreter" / "correctness" / "softmax" / "float32" / "M3_N5.json"
     deadline = time.monotonic() + 600
     while not done.exists() and first.poll() is None and time.monotonic() < deadline:

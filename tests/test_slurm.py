@@ -27,25 +27,45 @@ MARK = "# written by kernelscope tests/test_slurm.py\n"
 needs_slurm = pytest.mark.skipif(
     not all(shutil.which(d, path="/usr/sbin:" + os.environ.get("PATH", "")) for d in DAEMONS) or os.geteuid() != 0,
     reason="slurm-wlm and munge are not installed (apt-get install slurm-wlm munge), or not root (the daemons run "
-           "as root)")
+    "as root)",
+)
 
 
 def _conf(state: Path) -> str:
-    return MARK + "\n".join([
-        "ClusterName=kernelscope", "SlurmctldHost=localhost", "SlurmUser=root", "SlurmdUser=root",
-        "SlurmctldPort=16817", "SlurmdPort=16818", "AuthType=auth/munge",
-        f"StateSaveLocation={state}/state", f"SlurmdSpoolDir={state}/spool",
-        f"SlurmctldPidFile={state}/slurmctld.pid", f"SlurmdPidFile={state}/slurmd.pid",
-        f"SlurmctldLogFile={state}/slurmctld.log", f"SlurmdLogFile={state}/slurmd.log",
-        # no cgroups in a container: plain process tracking
-        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "MpiDefault=none",
-        "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core_Memory", "ReturnToService=2",
-        # squeue keeps finished jobs visible this long: the plugin reads their final state there
-        "MinJobAge=600",
-        "AccountingStorageType=accounting_storage/none", "JobAcctGatherType=jobacct_gather/none",
-        f"NodeName=localhost CPUs={os.cpu_count()} RealMemory=4000 State=UNKNOWN",
-        "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
-    ]) + "\n"
+    return (
+        MARK
+        + "\n".join(
+            [
+                "ClusterName=kernelscope",
+                "SlurmctldHost=localhost",
+                "SlurmUser=root",
+                "SlurmdUser=root",
+                "SlurmctldPort=16817",
+                "SlurmdPort=16818",
+                "AuthType=auth/munge",
+                f"StateSaveLocation={state}/state",
+                f"SlurmdSpoolDir={state}/spool",
+                f"SlurmctldPidFile={state}/slurmctld.pid",
+                f"SlurmdPidFile={state}/slurmd.pid",
+                f"SlurmctldLogFile={state}/slurmctld.log",
+                f"SlurmdLogFile={state}/slurmd.log",
+                # no cgroups in a container: plain process tracking
+                "ProctrackType=proctrack/linuxproc",
+                "TaskPlugin=task/none",
+                "MpiDefault=none",
+                "SelectType=select/cons_tres",
+                "SelectTypeParameters=CR_Core_Memory",
+                "ReturnToService=2",
+                # squeue keeps finished jobs visible this long: the plugin reads their final state there
+                "MinJobAge=600",
+                "AccountingStorageType=accounting_storage/none",
+                "JobAcctGatherType=jobacct_gather/none",
+                f"NodeName=localhost CPUs={os.cpu_count()} RealMemory=4000 State=UNKNOWN",
+                "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
+            ]
+        )
+        + "\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +88,10 @@ def cluster(tmp_path_factory):
         shutil.chown("/etc/munge/munge.key", "munge", "munge")
     if subprocess.run(["munge", "-n"], capture_output=True).returncode != 0:  # no munged running yet
         # its pid file where the munge user can write (pytest's base temp dir is private to root)
-        subprocess.run(["runuser", "-u", "munge", "--", sbin + "munged", "--pid-file", str(munge_dir / "test-munged.pid")],
-                       check=True)
+        subprocess.run(
+            ["runuser", "-u", "munge", "--", sbin + "munged", "--pid-file", str(munge_dir / "test-munged.pid")],
+            check=True,
+        )
         started.append(munge_dir / "test-munged.pid")
     for daemon in ("slurmctld", "slurmd"):
         subprocess.run([sbin + daemon], check=True)
@@ -91,12 +113,30 @@ def test_cpu_configuration_runs_through_the_slurm_executor(cluster, tmp_path):
     work = copy_workflow(tmp_path, SMALL_CONFIG)
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     run = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "--slurm-no-account",
-         "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
-         "--slurm-keep-successful-logs",
-         # the profile's defaults are for GPU nodes; this node has 4 GB and a few cores
-         "--default-resources", "mem_mb=500", "runtime=30", "cpus_per_task=1"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=1800)
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--profile",
+            "profiles/slurm",
+            "--slurm-no-account",
+            "--slurm-status-command",
+            "squeue",
+            "--slurm-init-seconds-before-status-checks",
+            "1",
+            "--slurm-keep-successful-logs",
+            # the profile's defaults are for GPU nodes; this node has 4 GB and a few cores
+            "--default-resources",
+            "mem_mb=500",
+            "runtime=30",
+            "cpus_per_task=1",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     md = (work / "reports" / cases.INTERPRETER_KEY / "report.md").read_text()
     assert "### softmax · M3_N5 · float32" in md and "## Appendix: what this report supports / does not support" in md
@@ -111,8 +151,12 @@ def test_slurm_profile_requests_gpus_only_through_standard_resources():
     for rule, resources in profile.get("set-resources", {}).items():
         extra = str(resources.get("slurm_extra", ""))
         assert "--gres" not in extra and "--gpus" not in extra, rule  # the plugin refuses these since 1.9
-    assert {r for r, res in profile["set-resources"].items() if "--exclusive" in res.get("slurm_extra", "")} == \
-        {"sweep", "timing", "calibrate", "ncu"}
+    assert {r for r, res in profile["set-resources"].items() if "--exclusive" in res.get("slurm_extra", "")} == {
+        "sweep",
+        "timing",
+        "calibrate",
+        "ncu",
+    }
 
 
 @pytest.mark.workflow

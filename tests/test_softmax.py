@@ -5,22 +5,22 @@ repeat with another poison, inputs unchanged, row-sum invariant), so a pass here
 the pipeline. Shapes are tiny: the kernels run in Triton's interpreter.
 """
 
+import functools
 import math
 
 import pytest
 import torch
 
-from kernelscope import correctness
-from kernelscope.spec import Shape
+import helpers
+from helpers import H200_LIMITS as H200
+from helpers import assert_pass, shape
 from kernels import softmax
+from kernelscope import correctness
 
 SPEC = softmax.KERNEL
 SEEDS = (0, 1, 2)  # one seed per input regime of make_inputs (N(0,1); +100 offset; wide spread)
 TRITON = ("triton_row", "triton_persistent", "triton_online", "triton_split")
 NUM_SMS = 4  # kernelscope.runtime.device_limits() under the interpreter
-
-# H200 limits for checking the declared config spaces against the device they are for.
-H200 = {"num_sms": 132, "max_shared_mem_per_block": 227 * 1024, "l2_bytes": 60 * 2**20}
 
 
 @pytest.fixture(autouse=True)
@@ -30,19 +30,7 @@ def split_on_every_width(monkeypatch):
     monkeypatch.setattr(softmax, "SPLIT_MIN_N", 1)
 
 
-def shape(**params: int) -> Shape:
-    return Shape(params, "test")
-
-
-def gate(name: str, shp: Shape, dtype: torch.dtype, config: dict | None = None, seeds=SEEDS) -> dict:
-    impl = SPEC.implementation(name)
-    if config is None and impl.kind == "triton":
-        config = impl.default_config(shp, dtype)
-    return correctness.check_implementation(SPEC, impl, shp, dtype, seeds, config)
-
-
-def assert_pass(record: dict) -> None:
-    assert record["status"] == "pass", f"{record['implementation']} {record['config']}: {record['failure']}"
+gate = functools.partial(helpers.gate, SPEC, seeds=SEEDS)
 
 
 def run(name: str, x: torch.Tensor, config: dict | None = None) -> torch.Tensor:
@@ -65,19 +53,22 @@ def test_non_power_of_two_width(name, dtype):
     assert_pass(gate(name, shape(M=5, N=100), dtype))
 
 
-@pytest.mark.parametrize(("name", "config", "n_cols"), [
-    ("triton_row", {"num_warps": 4}, 257),                                               # 257 pads to 512
-    ("triton_persistent", {"programs_per_sm": 2, "num_stages": 2, "num_warps": 4}, 257),
-    ("triton_online", {"BLOCK_N": 64, "num_warps": 2}, 65),                              # block + 1-wide tail
-    ("triton_online", {"BLOCK_N": 64, "num_warps": 2}, 129),                             # 2 blocks + 1
-    # persistent grid: the interpreter has 4 SMs, so 4 programs loop over the 6 rows (two do a second row)
-    ("triton_online", {"BLOCK_N": 64, "num_warps": 2, "programs_per_sm": 1}, 129),
-    ("triton_online", {"BLOCK_N": 64, "num_warps": 2, "programs_per_sm": 2, "l2_hints": 1}, 129),
-    # teams of 2 and 3 programs (the last one holding a 1-wide tail); programs_per_sm=1 gives 4 programs, so
-    # one or two teams loop over the 6 rows
-    ("triton_split", {"CHUNK": 64, "num_warps": 2, "programs_per_sm": 1}, 65),
-    ("triton_split", {"CHUNK": 64, "num_warps": 2, "programs_per_sm": 1}, 129),
-])
+@pytest.mark.parametrize(
+    ("name", "config", "n_cols"),
+    [
+        ("triton_row", {"num_warps": 4}, 257),  # 257 pads to 512
+        ("triton_persistent", {"programs_per_sm": 2, "num_stages": 2, "num_warps": 4}, 257),
+        ("triton_online", {"BLOCK_N": 64, "num_warps": 2}, 65),  # block + 1-wide tail
+        ("triton_online", {"BLOCK_N": 64, "num_warps": 2}, 129),  # 2 blocks + 1
+        # persistent grid: the interpreter has 4 SMs, so 4 programs loop over the 6 rows (two do a second row)
+        ("triton_online", {"BLOCK_N": 64, "num_warps": 2, "programs_per_sm": 1}, 129),
+        ("triton_online", {"BLOCK_N": 64, "num_warps": 2, "programs_per_sm": 2, "l2_hints": 1}, 129),
+        # teams of 2 and 3 programs (the last one holding a 1-wide tail); programs_per_sm=1 gives 4 programs, so
+        # one or two teams loop over the 6 rows
+        ("triton_split", {"CHUNK": 64, "num_warps": 2, "programs_per_sm": 1}, 65),
+        ("triton_split", {"CHUNK": 64, "num_warps": 2, "programs_per_sm": 1}, 129),
+    ],
+)
 def test_one_more_than_a_block(name, config, n_cols):
     assert_pass(gate(name, shape(M=6, N=n_cols), torch.float32, config))
 
@@ -94,25 +85,28 @@ def inputs_with_infinities(dtype: torch.dtype) -> torch.Tensor:
     """Rows that each put -inf where an online softmax can go wrong (N=300, blocks of 64 in the test)."""
     x = torch.randn(7, 300, generator=torch.Generator().manual_seed(5)) * 3
     inf = -math.inf
-    x[1, :150] = inf       # the first two blocks are all -inf: the running max is still -inf when they are summed
-    x[2, ::7] = inf        # scattered -inf in every block
-    x[3, :] = inf          # a fully -inf row: torch and the fp64 reference give NaN
-    x[4, :-1] = inf        # one finite value, in the tail block: the output is one-hot
-    x[5, 256:] = inf       # the whole tail block is -inf after finite blocks
-    x[6, 3] = 80.0         # the max grows by a lot inside the first block, then never again
+    x[1, :150] = inf  # the first two blocks are all -inf: the running max is still -inf when they are summed
+    x[2, ::7] = inf  # scattered -inf in every block
+    x[3, :] = inf  # a fully -inf row: torch and the fp64 reference give NaN
+    x[4, :-1] = inf  # one finite value, in the tail block: the output is one-hot
+    x[5, 256:] = inf  # the whole tail block is -inf after finite blocks
+    x[6, 3] = 80.0  # the max grows by a lot inside the first block, then never again
     return x.to(dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
-@pytest.mark.parametrize(("name", "config"), [
-    ("triton_row", None),
-    ("triton_persistent", {"programs_per_sm": 1, "num_stages": 2, "num_warps": 4}),
-    ("triton_online", {"BLOCK_N": 64, "num_warps": 2}),
-    ("triton_online", {"BLOCK_N": 512, "num_warps": 4}),
-    # teams of 5 (the first two chunks of row 1 all -inf, the last chunk 44 wide), and of 1
-    ("triton_split", {"CHUNK": 64, "num_warps": 2, "programs_per_sm": 2}),
-    ("triton_split", {"CHUNK": 512, "num_warps": 4, "programs_per_sm": 2}),
-])
+@pytest.mark.parametrize(
+    ("name", "config"),
+    [
+        ("triton_row", None),
+        ("triton_persistent", {"programs_per_sm": 1, "num_stages": 2, "num_warps": 4}),
+        ("triton_online", {"BLOCK_N": 64, "num_warps": 2}),
+        ("triton_online", {"BLOCK_N": 512, "num_warps": 4}),
+        # teams of 5 (the first two chunks of row 1 all -inf, the last chunk 44 wide), and of 1
+        ("triton_split", {"CHUNK": 64, "num_warps": 2, "programs_per_sm": 2}),
+        ("triton_split", {"CHUNK": 512, "num_warps": 4, "programs_per_sm": 2}),
+    ],
+)
 def test_minus_infinity_entries_and_rows_match_torch(name, config, dtype):
     x = inputs_with_infinities(dtype)
     out = run(name, x, config)
@@ -189,8 +183,14 @@ def test_persistent_grid_is_capped_at_the_row_count():
     # 3 rows, 4 SMs x 8 programs: the grid is the 3 rows, one each; a larger grid would leave programs
     # with no row, which is harmless, but the cap is what makes small launches identical to triton_row.
     assert softmax.persistent_grid(3, programs_per_sm=8) == 3
-    assert_pass(gate("triton_persistent", shape(M=3, N=300), torch.float32,
-                     {"programs_per_sm": 8, "num_stages": 2, "num_warps": 4}))
+    assert_pass(
+        gate(
+            "triton_persistent",
+            shape(M=3, N=300),
+            torch.float32,
+            {"programs_per_sm": 8, "num_stages": 2, "num_warps": 4},
+        )
+    )
 
 
 def test_online_control_is_rejected_and_only_its_rescale_is_wrong():
@@ -201,8 +201,9 @@ def test_online_control_is_rejected_and_only_its_rescale_is_wrong():
     # With the whole row in one block nothing is ever rescaled, and the control is correct: the gate
     # rejects it for the dropped rescale, not for anything else.
     control_impl = SPEC.implementation("online_no_rescale")
-    one_block = correctness.check_implementation(SPEC, control_impl, shape(M=3, N=300), torch.float32, SEEDS,
-                                                 {"BLOCK_N": 512, "num_warps": 4})
+    one_block = correctness.check_implementation(
+        SPEC, control_impl, shape(M=3, N=300), torch.float32, SEEDS, {"BLOCK_N": 512, "num_warps": 4}
+    )
     assert one_block["status"] == "pass", one_block["failure"]
 
 
@@ -219,8 +220,7 @@ def test_config_spaces_fit_the_h200_and_contain_no_pruned_default():
                 assert any(impl.prune(c, shp, dtype, H200) is None for c in configs)
     # Two stages of a 65536-wide fp32 row (512 KB) cannot be in shared memory.
     wide = shape(M=1024, N=65536)
-    assert softmax._persistent_prune({"programs_per_sm": 1, "num_stages": 2, "num_warps": 8}, wide, torch.float32,
-                                     H200)
+    assert softmax._persistent_prune({"programs_per_sm": 1, "num_stages": 2, "num_warps": 8}, wide, torch.float32, H200)
 
 
 def test_online_persistent_grid_loops_over_strided_rows():
@@ -255,6 +255,7 @@ def test_row_kernel_prunes_warp_counts_that_spill_on_wide_rows():
 
 
 # --- triton_split: the team barrier ------------------------------------------------------------------
+
 
 def test_split_runs_only_on_rows_too_wide_for_one_program(monkeypatch):
     monkeypatch.setattr(softmax, "SPLIT_MIN_N", 16384)
@@ -292,17 +293,29 @@ def test_split_without_its_barrier_reads_poison_not_plausible_numbers():
     out = torch.zeros_like(x)
     split, chunk = 3, 64
     work = softmax._SplitWorkspace(3, 4, x.device)
-    softmax._split_softmax_kernel[(3 * split,)](out, x, work.stats, work.arrived, 3, 129, split, x.stride(0),
-                                                out.stride(0), CHUNK=chunk, SPLIT_BLOCK=4, PHASE=0, MAX_SPINS=2,
-                                                num_warps=1)
+    softmax._split_softmax_kernel[(3 * split,)](
+        out,
+        x,
+        work.stats,
+        work.arrived,
+        3,
+        129,
+        split,
+        x.stride(0),
+        out.stride(0),
+        CHUNK=chunk,
+        SPLIT_BLOCK=4,
+        PHASE=0,
+        MAX_SPINS=2,
+        num_warps=1,
+    )
     assert torch.isnan(out[:, :chunk]).all()  # part 0 of every team ran first and saw no partial but its own
     gated = correctness.compare(out, correctness.reference_for(SPEC, {"x": x}), 1e-7, 2e-5)
     assert not gated["ok"]
 
 
 def test_split_grid_holds_whole_teams_that_are_all_resident():
-    h200 = {"num_sms": 132, "max_shared_mem_per_block": 227 * 1024, "regs_per_sm": 65536,
-            "max_threads_per_sm": 2048}
+    h200 = {"num_sms": 132, "max_shared_mem_per_block": 227 * 1024, "regs_per_sm": 65536, "max_threads_per_sm": 2048}
     # ptxas counts for sm_90 (see _split_configs): 64 registers at 8 warps -> 4 programs an SM; 84 at 16
     # warps -> 1 (two would need 2 x 16 x 2816 = 90112 of the 65536 registers); 56 at 4 warps -> 9 (65536 //
     # (4 x 1792), registers, not the 16 that threads allow); 16 at 1 warp -> 32 (the blocks-an-SM limit)
@@ -311,12 +324,12 @@ def test_split_grid_holds_whole_teams_that_are_all_resident():
     assert softmax.resident_programs(56, 4, 16, h200) == 9 * 132
     assert softmax.resident_programs(16, 1, 16, h200) == 32 * 132
     assert softmax.resident_programs(32, 4, 200 * 1024, h200) == 132  # shared memory allows one
-    assert softmax.resident_programs(None, 8, 0, h200) == 132         # unknown registers: one an SM
+    assert softmax.resident_programs(None, 8, 0, h200) == 132  # unknown registers: one an SM
     # 262144 columns in chunks of 8192: teams of 32; 4 an SM allows 16 teams (512 programs) of the 528
     assert softmax.split_grid(256, 32, 4, 4 * 132, 132) == 512
     # the request is capped by residency: asking 8 an SM where 1 fits gives 4 teams of 32 (128 <= 132)
     assert softmax.split_grid(256, 32, 8, 132, 132) == 128
-    assert softmax.split_grid(3, 4, 4, 528, 132) == 12                 # never more teams than rows
+    assert softmax.split_grid(3, 4, 4, 528, 132) == 12  # never more teams than rows
     with pytest.raises(ValueError, match="team of 200 programs"):
         softmax.split_grid(256, 200, 1, 132, 132)
 
@@ -356,6 +369,6 @@ def test_online_prunes_pipelines_that_overflow_shared_memory():
     impl = SPEC.implementation("triton_online")
     wide = shape(M=1024, N=65536)
     fits = {"BLOCK_N": 16384, "num_warps": 8, "programs_per_sm": 2, "l2_hints": 1, "num_stages": 2}
-    assert impl.prune(fits, wide, torch.float32, H200) is None          # 2 x 64 KB of fp32 blocks
+    assert impl.prune(fits, wide, torch.float32, H200) is None  # 2 x 64 KB of fp32 blocks
     too_much = {**fits, "programs_per_sm": 4}
     assert "shared memory" in impl.prune(too_much, wide, torch.float32, H200)  # 4 x 64 KB > 227 KB

@@ -7,8 +7,14 @@ from kernelscope import claims, clocks, stats
 
 
 def _rec(name, kind, samples, flags=None):
-    rec = {"implementation": name, "kind": kind, "status": "ok", "samples_us": list(samples), "n": len(samples),
-           "median_us": float(np.median(samples))}
+    rec = {
+        "implementation": name,
+        "kind": kind,
+        "status": "ok",
+        "samples_us": list(samples),
+        "n": len(samples),
+        "median_us": float(np.median(samples)),
+    }
     if flags is not None:
         rec["clocks"] = {"n_flagged": sum(1 for f in flags if f), "flags": flags}
     return rec
@@ -51,17 +57,28 @@ def test_interpreter_timings_support_nothing():
 
 
 def test_failed_correctness_blocks_claims():
-    timing_doc = {"interpreter": False, "aa_floor": {"rel_diff": 0.001},
-                  "implementations": [_rec("torch", "eager", BASE), _rec("triton", "triton", BASE * 0.5)]}
-    gate = {"implementations": [{"implementation": "torch", "status": "pass"},
-                                {"implementation": "triton", "status": "fail"}]}
+    timing_doc = {
+        "interpreter": False,
+        "aa_floor": {"rel_diff": 0.001},
+        "implementations": [_rec("torch", "eager", BASE), _rec("triton", "triton", BASE * 0.5)],
+    }
+    gate = {
+        "implementations": [
+            {"implementation": "torch", "status": "pass"},
+            {"implementation": "triton", "status": "fail"},
+        ]
+    }
     [c] = claims.case_claims(timing_doc, gate)
     assert c["verdict"] == claims.NOT_COMPARABLE and "correctness" in c["why"]
 
 
 def test_throttled_samples_are_flagged_and_disclosed():
-    readings = [{"sm_mhz": 1980, "throttle": []}, {"sm_mhz": 1980, "throttle": ["sw_power_cap"]},
-                {"sm_mhz": 1200, "throttle": ["gpu_idle"]}, {"sm_mhz": 1975, "throttle": ["gpu_idle"]}]
+    readings = [
+        {"sm_mhz": 1980, "throttle": []},
+        {"sm_mhz": 1980, "throttle": ["sw_power_cap"]},
+        {"sm_mhz": 1200, "throttle": ["gpu_idle"]},
+        {"sm_mhz": 1975, "throttle": ["gpu_idle"]},
+    ]
     flagged = clocks.flag_samples(readings, steady_sm_mhz=1980)
     assert flagged["n_flagged"] == 2
     assert flagged["flags"][1].startswith("throttled:sw_power_cap")
@@ -81,6 +98,18 @@ def test_summary_and_cis_bracket_the_median():
     lo, hi = stats.median_ci_order(BASE)
     assert lo <= s["median_us"] <= hi
     assert s["n"] == 200
+
+
+@pytest.mark.parametrize("n", [10, 100, 1000])
+@pytest.mark.parametrize("ties", [False, True])
+def test_order_statistic_median_ci_is_scipys_quantile_test_interval(n, ties):
+    from scipy.stats import quantile_test
+
+    x = np.random.default_rng(n).lognormal(3, 0.2, n)
+    x = np.round(x) if ties else x  # timings at a timer's resolution repeat
+    for confidence in (0.9, 0.95, 0.99):
+        ci = quantile_test(x, q=float(np.median(x)), p=0.5).confidence_interval(confidence)
+        assert stats.median_ci_order(x, confidence) == (float(ci.low), float(ci.high))
 
 
 def test_aa_floor_of_identical_distributions_is_small():
@@ -115,11 +144,25 @@ def test_batched_samples_are_device_time_unless_many_samples_starved():
     # Batched enqueue: a cold-L2 event median of 10 us against a warm back-to-back graph replay of 6 us
     # is a cache-state difference, not launch latency; the event medians are compared.
     batched = _rec("triton", "triton", RNG.normal(10.0, 0.1, 200))
-    batched.update({"enqueue": "batched:10", "batches": 20, "starved_batches": 1, "starved_samples": 2,
-                    "graph": {"status": "ok", "samples_us": list(RNG.normal(6.0, 0.05, 20)), "median_us": 6.0}})
+    batched.update(
+        {
+            "enqueue": "batched:10",
+            "batches": 20,
+            "starved_batches": 1,
+            "starved_samples": 2,
+            "graph": {"status": "ok", "samples_us": list(RNG.normal(6.0, 0.05, 20)), "median_us": 6.0},
+        }
+    )
     eager = _rec("torch", "eager", RNG.normal(14.0, 0.1, 200))
-    eager.update({"enqueue": "batched:10", "batches": 20, "starved_batches": 0, "starved_samples": 0,
-                  "graph": {"status": "ok", "samples_us": list(RNG.normal(9.0, 0.05, 20)), "median_us": 9.0}})
+    eager.update(
+        {
+            "enqueue": "batched:10",
+            "batches": 20,
+            "starved_batches": 0,
+            "starved_samples": 0,
+            "graph": {"status": "ok", "samples_us": list(RNG.normal(9.0, 0.05, 20)), "median_us": 9.0},
+        }
+    )
     assert not claims.launch_bound(batched)  # 1% of samples may hold a gap: the median stands
     c = claims.compare(batched, eager, aa_rel=0.01, interpreter=False)
     assert c["basis"] == "event median" and c["verdict"] == claims.FASTER
@@ -136,8 +179,12 @@ def test_batched_samples_are_device_time_unless_many_samples_starved():
     long = _rec("triton", "triton", RNG.normal(1500.0, 1.0, 50))
     long.update({"enqueue": "batched:10", "batches": 5, "starved_batches": 5})
     assert claims.launch_bound(long)
-    other = {**_rec("torch", "eager", RNG.normal(1700.0, 1.0, 50)), "enqueue": "batched:10", "batches": 5,
-             "starved_batches": 0}
+    other = {
+        **_rec("torch", "eager", RNG.normal(1700.0, 1.0, 50)),
+        "enqueue": "batched:10",
+        "batches": 5,
+        "starved_batches": 0,
+    }
     refused = claims.compare(long, other, 0.01, False)
     assert refused["verdict"] == claims.NOT_COMPARABLE and "not comparable by device time" in refused["why"]
 
@@ -146,18 +193,34 @@ def _late_launched_compile_case():
     """layernorm M32_N4096 bf16 as published at 092144d: torch.compile's ~100 us event median is host launch
     delay (two thirds of its samples launched late) while its kernel runs for about 1 us; its median is
     above graph_below_us, so the old rule recorded no graph and compared the event medians (a 20x claim)."""
-    triton = {**_rec("triton_row", "triton", RNG.normal(5.0, 0.05, 200)), "enqueue": "batched:10", "batches": 20,
-              "starved_samples": 0, "host_wall_us": 9.0,
-              "graph": {"status": "ok", "samples_us": list(RNG.normal(1.2, 0.01, 30)), "median_us": 1.2}}
-    compiled = {**_rec("torch_compile", "compile", RNG.normal(100.0, 3.0, 300)), "enqueue": "batched:10",
-                "batches": 30, "starved_samples": 200, "host_wall_us": 95.0}
-    torch_a1 = {**_rec("torch", "eager", RNG.normal(6.0, 0.05, 200)), "block": "A1", "enqueue": "batched:10",
-                "batches": 20, "starved_samples": 0,
-                "graph": {"status": "ok", "samples_us": list(RNG.normal(1.5, 0.01, 30)), "median_us": 1.5}}
+    triton = {
+        **_rec("triton_row", "triton", RNG.normal(5.0, 0.05, 200)),
+        "enqueue": "batched:10",
+        "batches": 20,
+        "starved_samples": 0,
+        "host_wall_us": 9.0,
+        "graph": {"status": "ok", "samples_us": list(RNG.normal(1.2, 0.01, 30)), "median_us": 1.2},
+    }
+    compiled = {
+        **_rec("torch_compile", "compile", RNG.normal(100.0, 3.0, 300)),
+        "enqueue": "batched:10",
+        "batches": 30,
+        "starved_samples": 200,
+        "host_wall_us": 95.0,
+    }
+    torch_a1 = {
+        **_rec("torch", "eager", RNG.normal(6.0, 0.05, 200)),
+        "block": "A1",
+        "enqueue": "batched:10",
+        "batches": 20,
+        "starved_samples": 0,
+        "graph": {"status": "ok", "samples_us": list(RNG.normal(1.5, 0.01, 30)), "median_us": 1.5},
+    }
     torch_a2 = {**torch_a1, "block": "A2"}
     doc = {"implementations": [torch_a1, compiled, triton, torch_a2], "aa_floor": {"rel_diff": 0.002}}
-    gate = {"implementations": [{"implementation": n, "status": "pass"} for n in ("triton_row", "torch",
-                                                                                   "torch_compile")]}
+    gate = {
+        "implementations": [{"implementation": n, "status": "pass"} for n in ("triton_row", "torch", "torch_compile")]
+    }
     return doc, gate
 
 

@@ -14,5 +14,6 @@ def test_declared_targets_name_real_variants_and_baselines(name):
     baselines = {i.name for i in spec.baselines}
     for target in spec.targets:
         assert target.variant in variants, f"{name}: target variant {target.variant!r} is not one of {variants}"
-        assert target.baseline is None or target.baseline in baselines, \
+        assert target.baseline is None or target.baseline in baselines, (
             f"{name}: target baseline {target.baseline!r} is not one of {baselines}"
+        )

@@ -36,8 +36,9 @@ def test_first_call_and_warmup_are_kept_apart_from_samples():
 
 def test_noise_target_stops_early_when_reached():
     fn, calls = _sleeper(0.0002)
-    settings = timing.TimingSettings(warmup=0, min_samples=10, max_samples=5000, min_time_s=0, max_time_s=5,
-                                     target_rel_ci=0.5)
+    settings = timing.TimingSettings(
+        warmup=0, min_samples=10, max_samples=5000, min_time_s=0, max_time_s=5, target_rel_ci=0.5
+    )
     r = timing.measure(fn, settings, with_first_call=False)
     assert r["target_reached"] and r["n"] < 5000
 
@@ -49,8 +50,9 @@ def test_time_cap_marks_target_not_reached():
         state["n"] += 1
         time.sleep(0.001 * (1 + (state["n"] % 7)))  # 7x spread: a 0.01 % CI target is unreachable
 
-    settings = timing.TimingSettings(warmup=0, min_samples=10, max_samples=100000, min_time_s=0, max_time_s=0.2,
-                                     target_rel_ci=0.0001)
+    settings = timing.TimingSettings(
+        warmup=0, min_samples=10, max_samples=100000, min_time_s=0, max_time_s=0.2, target_rel_ci=0.0001
+    )
     r = timing.measure(noisy, settings, with_first_call=False)
     assert r["target_reached"] is False
     assert r["wall_s"] < 1.0
@@ -61,8 +63,9 @@ def test_time_cap_before_min_samples_is_not_converged():
     # min_samples: the stopping rule was not met, so the target is not reached (seen in a CPU workflow
     # run on a loaded 2-core machine, where the interpreter's 6 samples had been reported as converged).
     fn, _ = _sleeper(0.02)
-    settings = timing.TimingSettings(warmup=0, min_samples=10, max_samples=1000, min_time_s=0, max_time_s=0.05,
-                                     target_rel_ci=0.5)
+    settings = timing.TimingSettings(
+        warmup=0, min_samples=10, max_samples=1000, min_time_s=0, max_time_s=0.05, target_rel_ci=0.5
+    )
     r = timing.measure(fn, settings, with_first_call=False)
     assert r["n"] < 10 and r["target_reached"] is False
 
@@ -95,8 +98,7 @@ def test_l2_flushed_records_flushes_that_ran():
     """``l2_flushed`` comes from the flusher's count, not from the settings: a stand-in device (the CPU,
     a 4 KiB "L2") runs the flush path; a flusher that never runs leaves it False even when asked for."""
     fn, _ = _sleeper(0.0001)
-    settings = timing.TimingSettings(warmup=1, min_samples=8, max_samples=8, min_time_s=0, max_time_s=5,
-                                     flush_l2=True)
+    settings = timing.TimingSettings(warmup=1, min_samples=8, max_samples=8, min_time_s=0, max_time_s=5, flush_l2=True)
     flush = timing.L2Flusher(True, device="cpu", l2_bytes=4096)
     r = timing.measure(fn, settings, flush=flush)
     assert flush.active and flush.count == r["n"] == 8 and r["l2_flushed"] is True

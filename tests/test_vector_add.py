@@ -15,7 +15,9 @@ TRITON = SPEC.implementation("triton_blocked")
 TAIL = Shape({"n": 1025}, "one more than the default block")
 
 
-@pytest.mark.parametrize("config", TRITON.configs(TAIL, torch.float16), ids=lambda c: f"B{c['BLOCK_SIZE']}_w{c['num_warps']}")
+@pytest.mark.parametrize(
+    "config", TRITON.configs(TAIL, torch.float16), ids=lambda c: f"B{c['BLOCK_SIZE']}_w{c['num_warps']}"
+)
 def test_every_config_passes_on_a_tail(config):
     # 1025 leaves a partial last block for every BLOCK_SIZE, so each config's mask is exercised.
     record = correctness.check_implementation(SPEC, TRITON, TAIL, torch.float16, seeds=(0, 1), config=config)
@@ -49,8 +51,12 @@ def test_prune_drops_blocks_wider_than_the_vector_but_keeps_the_default():
 def test_invariant_catches_a_lossy_intermediate():
     # fp32 inputs summed through an fp16 intermediate are still close in relative terms for most
     # elements, but not correctly rounded: the invariant must see it.
-    lossy = Implementation("via_fp16", "eager", lambda inputs, out, config: (
-        lambda: (inputs["x"].half() + inputs["y"].half()).float()), writes_out=False)
+    lossy = Implementation(
+        "via_fp16",
+        "eager",
+        lambda inputs, out, config: lambda: (inputs["x"].half() + inputs["y"].half()).float(),
+        writes_out=False,
+    )
     record = correctness.check_implementation(SPEC, lossy, Shape({"n": 1000}, "x"), torch.float32, seeds=(0,))
     assert record["status"] == "fail"
     assert record["ulps_from_correctly_rounded"] > 1

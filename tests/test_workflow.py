@@ -6,7 +6,7 @@ import tarfile
 
 import pytest
 
-from kernelscope import cases, report, runtime
+from kernelscope import cases, catalog, report, runtime
 from workflow_support import ROOT, SMALL_CONFIG, copy_workflow, job_counts, snakemake
 
 STAGES = ("correctness", "sweep", "timing", "profile")
@@ -22,7 +22,8 @@ def test_dry_run_lists_every_stage_for_every_configured_case(tmp_path):
     counts = job_counts(run.stdout)
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     planned = cases.plan(config, runtime.INTERPRETER_KEY)
-    assert {c.kernel for c in planned} == set(config["kernels"])
+    assert "kernels" not in config  # every kernel module, every declared dtype
+    assert {c.kernel for c in planned} == set(catalog.load()["kernels"])
     for stage in STAGES:
         assert counts[stage] == len(planned), stage
     assert counts["report"] == counts["environment"] == counts["calibrate"] == 1
@@ -39,12 +40,15 @@ def test_dry_run_lists_every_stage_for_every_configured_case(tmp_path):
 
 
 @pytest.mark.workflow
-@pytest.mark.parametrize(("override", "message"), [
-    ("kernels={nosuch: {}}", "unknown kernel(s) ['nosuch']"),
-    ("kernels={softmax: {dtypes: [float64]}}", "float64"),
-    ("seeds=[-1]", "-1"),
-    ("kernels={matmul: {dtypes: [float32]}}", "dtype(s) ['float32'] not supported"),
-])
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("kernels={nosuch: {}}", "unknown kernel(s) ['nosuch']"),
+        ("kernels={softmax: {dtypes: [float64]}}", "float64"),
+        ("seeds=[-1]", "-1"),
+        ("kernels={matmul: {dtypes: [float32]}}", "dtype(s) ['float32'] not supported"),
+    ],
+)
 def test_bad_config_fails_with_a_message_naming_the_problem(tmp_path, override, message):
     work = copy_workflow(tmp_path)
     run = snakemake(work, "--dry-run", "--config", override)
@@ -64,9 +68,15 @@ def cpu_run(tmp_path_factory):
 def test_cpu_run_writes_a_report_with_every_section(cpu_run):
     md = (cpu_run / "reports" / runtime.INTERPRETER_KEY / "report.md").read_text()
     html = (cpu_run / "reports" / runtime.INTERPRETER_KEY / "report.html").read_text()
-    for heading in ("## Environment", "## Measured ceilings", "## Method",
-                    "## Appendix: what this report supports / does not support", "## Kernel: softmax",
-                    "### softmax · M3_N5 · float32", "## Reference numbers from elsewhere (not comparable)"):
+    for heading in (
+        "## Environment",
+        "## Measured ceilings",
+        "## Method",
+        "## Appendix: what this report supports / does not support",
+        "## Kernel: softmax",
+        "### softmax · M3_N5 · float32",
+        "## Reference numbers from elsewhere (not comparable)",
+    ):
         assert heading in md, heading
     assert "INTERPRETER RUN" in md and "INTERPRETER RUN" in html
     assert "Any performance comparison: this run used Triton's interpreter" in md
@@ -140,8 +150,17 @@ def test_a_job_refuses_to_write_under_another_machines_key(tmp_path):
     """A container started without --nv sees no GPU: its results must not land under the GPU's key."""
     from kernelscope import cli
 
-    specs = {"device": "nvidia-h200", "hardware": "nvidia-h200", "interpreter": False, "config_hash": "x",
-             "seeds": [0], "timing": {}, "sweep": {}, "calibration": {}, "cases": []}
+    specs = {
+        "device": "nvidia-h200",
+        "hardware": "nvidia-h200",
+        "interpreter": False,
+        "config_hash": "x",
+        "seeds": [0],
+        "timing": {},
+        "sweep": {},
+        "calibration": {},
+        "cases": [],
+    }
     path = tmp_path / "specs.json"
     path.write_text(json.dumps(specs))
     with pytest.raises(SystemExit, match="planned for device 'nvidia-h200' but runs on 'cpu-interpreter'.*--nv"):

@@ -11,11 +11,24 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKFLOW_FILES = ["Snakefile", "workflow", "kernelscope", "kernels", "config", "profiles", "env", "pyproject.toml",
-                  "README.md", "Dockerfile"]
+WORKFLOW_FILES = [
+    "Snakefile",
+    "workflow",
+    "kernelscope",
+    "kernels",
+    "config",
+    "profiles",
+    "env",
+    "pyproject.toml",
+    "README.md",
+    "Dockerfile",
+]
 # One kernel, one dtype, one tiny shape, two seeds: every rule runs once, in well under a minute on a CPU.
-SMALL_CONFIG = {"kernels": {"softmax": {"dtypes": ["float32"], "shapes": [{"M": 3, "N": 5}]}}, "seeds": [0, 1],  # seed 1 is the large-logit regime that exposes naive_no_max
-                "calibration": {"dtypes": ["float32"]}}
+SMALL_CONFIG = {
+    "kernels": {"softmax": {"dtypes": ["float32"], "shapes": [{"M": 3, "N": 5}]}},
+    "seeds": [0, 1],  # seed 1 is the large-logit regime that exposes naive_no_max
+    "calibration": {"dtypes": ["float32"]},
+}
 
 
 def copy_workflow(dest: Path, config_update: dict | None = None) -> Path:
@@ -36,8 +49,14 @@ def snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: int =
     """`snakemake --cores 1 ARGS` as a user types it (the default profile applies)."""
     env = dict(env or os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *args], cwd=workdir, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "1", *args],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def job_counts(output: str) -> dict[str, int]:

@@ -1,7 +1,9 @@
 # Shared definitions: the device key, the case plan, and input functions for the per-case rules.
 # All logic lives in the kernelscope package; this file only adapts it to Snakemake. Planning imports
 # neither torch nor triton (kernelscope.cases reads kernels/catalog.json), so a GPU-less login node plans
-# a GPU run when the config names the device (--config device=nvidia-h200).
+# a GPU run when the config names the device (--config device=nvidia-h200). A kernel module added or changed
+# since the catalog was generated regenerates it first (a subprocess, where torch is installed; elsewhere
+# planning stops with the command to run), so a new kernels/<name>.py needs no other edit.
 
 import dataclasses
 import sys
@@ -9,10 +11,13 @@ import sys
 sys.path.insert(0, workflow.basedir)
 
 from kernelscope import cases as ks_cases
+from kernelscope import catalog as ks_catalog
 from kernelscope import container as ks_container
+from kernelscope import sources as ks_sources
 
 # DEVICE names results/<DEVICE>/ (the config's label, else the target device); TARGET is the hardware
 # every job must see
+ks_catalog.ensure_current(f"{workflow.basedir}/kernels/catalog.json")
 TARGET = ks_cases.device_key(config)
 DEVICE = ks_cases.results_key(config)
 CASES = ks_cases.plan(config, TARGET)
@@ -69,16 +74,20 @@ wildcard_constraints:
     other=r"[a-z0-9][a-z0-9._-]*",
 
 
-def kernel_module(wildcards):
-    return f"kernels/{wildcards.kernel}.py"
+def kernel_sources(wildcards):
+    """kernels/<kernel>.py and every module of this repository it imports: a change to any reruns the case."""
+    return ks_sources.kernel_sources(wildcards.kernel, workflow.basedir)
 
 
 def case_results(stage):
-    return [f"results/{DEVICE}/{stage}/{c.kernel}/{c.dtype}/{c.shape}.json" for c in CASES]
+    """Every planned case's output of the per-case rule `stage` (included before this is called)."""
+    pattern = getattr(rules, stage).output[0]
+    return [pattern.format(device=DEVICE, kernel=c.kernel, dtype=c.dtype, shape=c.shape) for c in CASES]
 
 
 def ncu_results():
-    return [f"results/{DEVICE}/ncu/{case}.json" for case in NCU_CASES]
+    keys = ("kernel", "dtype", "shape")
+    return [rules.ncu.output[0].format(device=DEVICE, **dict(zip(keys, case.split("/")))) for case in NCU_CASES]
 
 
 def case_args(wildcards):
@@ -86,8 +95,16 @@ def case_args(wildcards):
 
 
 # The long-format tables the report rule writes (kernelscope.report.TABLES)
-REPORT_TABLES = ["correctness.csv", "timing.csv", "samples.csv.gz", "sweep.csv", "profile.csv", "claims.csv",
-                 "ratios.csv", "targets.csv"]
+REPORT_TABLES = [
+    "correctness.csv",
+    "timing.csv",
+    "samples.csv.gz",
+    "sweep.csv",
+    "profile.csv",
+    "claims.csv",
+    "ratios.csv",
+    "targets.csv",
+]
 
 
 def get_other_results(wildcards):

@@ -2,23 +2,27 @@
 # was copied next to this one. The document says first whether the two runs can be compared at all.
 rule compare:
     input:
-        report=f"reports/{DEVICE}/report.md",
+        report=expand(rules.report.output.md, device=DEVICE),
         other="results/{other}/specs.json",
         image=container_image(),
     output:
         md=f"reports/{DEVICE}/compare/{{other}}/report.md",
-        html=report(f"reports/{DEVICE}/compare/{{other}}/report.html", category="Comparisons",
-                    labels={"against": "{other}"}),
-        csv=report(f"reports/{DEVICE}/compare/{{other}}/comparison.csv", category="Comparisons",
-                   labels={"against": "{other}", "file": "table"}),
+        html=report(
+            f"reports/{DEVICE}/compare/{{other}}/report.html", category="Comparisons", labels={"against": "{other}"}
+        ),
+        csv=report(
+            f"reports/{DEVICE}/compare/{{other}}/comparison.csv",
+            category="Comparisons",
+            labels={"against": "{other}", "file": "table"},
+        ),
+    log:
+        f"logs/{DEVICE}/compare/{{other}}.log",
+    container:
+        CONTAINER_IMAGE
     params:
         python=PYTHON,
         mine=f"results/{DEVICE}",
         theirs=get_other_results,
         out=get_compare_out,
-    container:
-        CONTAINER_IMAGE
-    log:
-        f"logs/{DEVICE}/compare/{{other}}.log",
     shell:
         "{params.python} -m kernelscope compare --a {params.mine} --b {params.theirs} --out {params.out} > {log} 2>&1"

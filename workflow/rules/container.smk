@@ -31,9 +31,9 @@ rule container_identity:
         lock=ks_container.LOCK,
     output:
         CONTAINER_IDENTITY,
-    params:
-        image=CONTAINER_IMAGE,
     log:
         "logs/container/identity.log",
+    params:
+        image=CONTAINER_IMAGE,
     run:
         ks_container.write_identity(params.image, input.definition, input.lock, output[0])

@@ -2,21 +2,21 @@
 rule correctness:
     input:
         specs=SPECS,
-        module=kernel_module,
+        sources=kernel_sources,
         image=container_image(),
     output:
         "results/{device}/correctness/{kernel}/{dtype}/{shape}.json",
-    params:
-        python=PYTHON,
-        case=case_args,
-    priority: 5
-    resources:
-        **GPU_RESOURCES,
-    container:
-        CONTAINER_IMAGE
     log:
         "logs/{device}/correctness/{kernel}/{dtype}/{shape}.log",
     benchmark:
-        "results/{device}/benchmarks/correctness/{kernel}/{dtype}/{shape}.tsv"
+        "results/{device}/jobtimes/correctness/{kernel}/{dtype}/{shape}.tsv"
+    priority: 5
+    container:
+        CONTAINER_IMAGE
+    resources:
+        **GPU_RESOURCES,
+    params:
+        python=PYTHON,
+        case=case_args,
     shell:
         "{params.python} -m kernelscope correctness --specs {input.specs} {params.case} --out {output} > {log} 2>&1"

@@ -6,16 +6,16 @@ rule environment:
         identity=container_identity(),
     output:
         "results/{device}/environment.json",
+    log:
+        "logs/{device}/environment.log",
+    priority: 20
+    container:
+        CONTAINER_IMAGE
+    resources:
+        **GPU_RESOURCES,
     params:
         python=PYTHON,
         extra=environment_extra,
-    priority: 20
-    resources:
-        **GPU_RESOURCES,
-    container:
-        CONTAINER_IMAGE
-    log:
-        "logs/{device}/environment.log",
     shell:
         "{params.python} -m kernelscope environment --specs {input.specs} {params.extra} --out {output} > {log} 2>&1"
 
@@ -27,14 +27,14 @@ rule calibrate:
         image=container_image(),
     output:
         "results/{device}/calibration.json",
-    priority: 20
-    resources:
-        **GPU_RESOURCES,
-    container:
-        CONTAINER_IMAGE
-    params:
-        python=PYTHON,
     log:
         "logs/{device}/calibrate.log",
+    priority: 20
+    container:
+        CONTAINER_IMAGE
+    resources:
+        **GPU_RESOURCES,
+    params:
+        python=PYTHON,
     shell:
         "{params.python} -m kernelscope calibrate --specs {input.specs} --out {output} > {log} 2>&1"

@@ -3,22 +3,22 @@
 rule ncu:
     input:
         specs=SPECS,
-        module=kernel_module,
-        sweep="results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
+        sources=kernel_sources,
+        sweep=rules.sweep.output[0],
         image=container_image(),
     output:
         "results/{device}/ncu/{kernel}/{dtype}/{shape}.json",
-    params:
-        python=PYTHON,
-        case=case_args,
-    resources:
-        **GPU_RESOURCES,
-    container:
-        CONTAINER_IMAGE
     log:
         "logs/{device}/ncu/{kernel}/{dtype}/{shape}.log",
     benchmark:
-        "results/{device}/benchmarks/ncu/{kernel}/{dtype}/{shape}.tsv"
+        "results/{device}/jobtimes/ncu/{kernel}/{dtype}/{shape}.tsv"
+    container:
+        CONTAINER_IMAGE
+    resources:
+        **GPU_RESOURCES,
+    params:
+        python=PYTHON,
+        case=case_args,
     shell:
         "{params.python} -m kernelscope ncu --specs {input.specs} {params.case} --sweep {input.sweep} "
         "--out {output} > {log} 2>&1"

@@ -2,23 +2,23 @@
 rule profile:
     input:
         specs=SPECS,
-        module=kernel_module,
-        sweep="results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
+        sources=kernel_sources,
+        sweep=rules.sweep.output[0],
         image=container_image(),
     output:
         "results/{device}/profile/{kernel}/{dtype}/{shape}.json",
-    params:
-        python=PYTHON,
-        case=case_args,
-    priority: 5
-    resources:
-        **GPU_RESOURCES,
-    container:
-        CONTAINER_IMAGE
     log:
         "logs/{device}/profile/{kernel}/{dtype}/{shape}.log",
     benchmark:
-        "results/{device}/benchmarks/profile/{kernel}/{dtype}/{shape}.tsv"
+        "results/{device}/jobtimes/profile/{kernel}/{dtype}/{shape}.tsv"
+    priority: 5
+    container:
+        CONTAINER_IMAGE
+    resources:
+        **GPU_RESOURCES,
+    params:
+        python=PYTHON,
+        case=case_args,
     shell:
         "{params.python} -m kernelscope profile --specs {input.specs} {params.case} --sweep {input.sweep} "
         "--out {output} > {log} 2>&1"

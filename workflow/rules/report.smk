@@ -3,8 +3,8 @@
 rule report:
     input:
         specs=SPECS,
-        environment="results/{device}/environment.json",
-        calibration="results/{device}/calibration.json",
+        environment=rules.environment.output[0],
+        calibration=rules.calibrate.output[0],
         correctness=case_results("correctness"),
         timing=case_results("timing"),
         profile=case_results("profile"),
@@ -19,12 +19,12 @@ rule report:
             "reports/{{device}}/tables/{table}",
             table=REPORT_TABLES,
         ),
+    log:
+        "logs/{device}/report.log",
     container:
         CONTAINER_IMAGE
     params:
         python=PYTHON,
-    log:
-        "logs/{device}/report.log",
     shell:
         "{params.python} -m kernelscope report --results results/{wildcards.device} --out reports/{wildcards.device} "
         "> {log} 2>&1"
@@ -33,17 +33,17 @@ rule report:
 # Every run and comparison under reports/, listed with links (reports/index.md | index.html).
 rule index:
     input:
-        f"reports/{DEVICE}/report.md",
+        expand(rules.report.output.md, device=DEVICE),
         expand(f"reports/{DEVICE}/compare/{{other}}/report.md", other=config["compare_with"]),
         image=container_image(),
     output:
         md="reports/index.md",
         html=report("reports/index.html", category="Report"),
+    log:
+        f"logs/{DEVICE}/index.log",
     container:
         CONTAINER_IMAGE
     params:
         python=PYTHON,
-    log:
-        f"logs/{DEVICE}/index.log",
     shell:
         "{params.python} -m kernelscope index --reports reports > {log} 2>&1"

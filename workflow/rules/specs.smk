@@ -9,9 +9,9 @@ rule specs:
         catalog="kernels/catalog.json",
     output:
         SPECS,
-    params:
-        config_hash=ks_cases.config_hash(config),
     log:
         f"logs/{DEVICE}/specs.log",
+    params:
+        config_hash=ks_cases.config_hash(config),
     run:
         ks_cases.write_specs(config, TARGET, output[0])

@@ -2,21 +2,21 @@
 rule sweep:
     input:
         specs=SPECS,
-        module=kernel_module,
+        sources=kernel_sources,
         image=container_image(),
     output:
         "results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
-    params:
-        python=PYTHON,
-        case=case_args,
-    priority: 5
-    resources:
-        **GPU_RESOURCES,
-    container:
-        CONTAINER_IMAGE
     log:
         "logs/{device}/sweep/{kernel}/{dtype}/{shape}.log",
     benchmark:
-        "results/{device}/benchmarks/sweep/{kernel}/{dtype}/{shape}.tsv"
+        "results/{device}/jobtimes/sweep/{kernel}/{dtype}/{shape}.tsv"
+    priority: 5
+    container:
+        CONTAINER_IMAGE
+    resources:
+        **GPU_RESOURCES,
+    params:
+        python=PYTHON,
+        case=case_args,
     shell:
         "{params.python} -m kernelscope sweep --specs {input.specs} {params.case} --out {output} > {log} 2>&1"

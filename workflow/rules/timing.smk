@@ -2,24 +2,24 @@
 rule timing:
     input:
         specs=SPECS,
-        module=kernel_module,
-        correctness="results/{device}/correctness/{kernel}/{dtype}/{shape}.json",
-        sweep="results/{device}/sweep/{kernel}/{dtype}/{shape}.json",
+        sources=kernel_sources,
+        correctness=rules.correctness.output[0],
+        sweep=rules.sweep.output[0],
         image=container_image(),
     output:
         "results/{device}/timing/{kernel}/{dtype}/{shape}.json",
-    params:
-        python=PYTHON,
-        case=case_args,
-    priority: 10
-    resources:
-        **GPU_RESOURCES,
-    container:
-        CONTAINER_IMAGE
     log:
         "logs/{device}/timing/{kernel}/{dtype}/{shape}.log",
     benchmark:
-        "results/{device}/benchmarks/timing/{kernel}/{dtype}/{shape}.tsv"
+        "results/{device}/jobtimes/timing/{kernel}/{dtype}/{shape}.tsv"
+    priority: 10
+    container:
+        CONTAINER_IMAGE
+    resources:
+        **GPU_RESOURCES,
+    params:
+        python=PYTHON,
+        case=case_args,
     shell:
         "{params.python} -m kernelscope timing --specs {input.specs} {params.case} --correctness {input.correctness} "
         "--sweep {input.sweep} --out {output} > {log} 2>&1"

@@ -28,8 +28,12 @@ from kernelscope.spec import Implementation, KernelSpec, Shape
 def _error(rec: dict[str, Any], exc: Exception) -> dict[str, Any]:
     """The record of an implementation that raised: its status says how (timeout, oom, compile_error, error)."""
     faults.after_failure()
-    return {**rec, "status": faults.status(exc), "reason": f"{type(exc).__name__}: {exc}"[:2000],
-            "traceback": traceback.format_exc(limit=6)}
+    return {
+        **rec,
+        "status": faults.status(exc),
+        "reason": f"{type(exc).__name__}: {exc}"[:2000],
+        "traceback": traceback.format_exc(limit=6),
+    }
 
 
 def wants_graph(rec: Mapping[str, Any], settings: timing.TimingSettings) -> bool:
@@ -64,10 +68,17 @@ class _Prepared:
         self.wall_s = time.perf_counter() - started
 
 
-def _measure(prepared: _Prepared, settings: timing.TimingSettings, monitor: clocks.ClockMonitor | None,
-             flush: timing.L2Flusher, block: str | None = None) -> dict[str, Any]:
+def _measure(
+    prepared: _Prepared,
+    settings: timing.TimingSettings,
+    monitor: clocks.ClockMonitor | None,
+    flush: timing.L2Flusher,
+    block: str | None = None,
+) -> dict[str, Any]:
     # A2 measures A1's closure again: its preparation, compile and first call belong to A1
-    rec = {k: v for k, v in prepared.rec.items() if block != "A2" or k not in ("prepare_ms", "first_call_ms", "compile_ms")}
+    rec = {
+        k: v for k, v in prepared.rec.items() if block != "A2" or k not in ("prepare_ms", "first_call_ms", "compile_ms")
+    }
     if block:
         rec["block"] = block
     if prepared.fn is None:
@@ -87,15 +98,22 @@ def _measure(prepared: _Prepared, settings: timing.TimingSettings, monitor: cloc
     return rec
 
 
-def _add_graph(rec: dict[str, Any], prepared: _Prepared, settings: timing.TimingSettings,
-               flush: timing.L2Flusher) -> None:
+def _add_graph(
+    rec: dict[str, Any], prepared: _Prepared, settings: timing.TimingSettings, flush: timing.L2Flusher
+) -> None:
     rec["graph"] = timing.graph_replay_us(prepared.fn, settings.graph_calls, flush=flush)
     rec["host_wall_us"] = timing.host_wall_us(prepared.fn, settings.host_calls)
 
 
-def time_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_configs: Mapping[str, Mapping[str, Any]],
-              settings: timing.TimingSettings, failed_correctness: Mapping[str, str] | None = None,
-              seed: int = 0) -> dict[str, Any]:
+def time_case(
+    spec: KernelSpec,
+    shape: Shape,
+    dtype: torch.dtype,
+    best_configs: Mapping[str, Mapping[str, Any]],
+    settings: timing.TimingSettings,
+    failed_correctness: Mapping[str, str] | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
     """``best_configs`` maps each Triton variant to the config its sweep chose (absent: no valid config).
     Implementations in ``failed_correctness`` are not timed: a fast wrong kernel is not a result.
 
@@ -113,8 +131,11 @@ def time_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_configs: 
     def skipped(impl: Implementation, config: Mapping[str, Any] | None) -> dict[str, Any] | None:
         base = {"implementation": impl.name, "kind": impl.kind}
         if impl.name in failed_correctness:
-            return {**base, "status": "not_timed",
-                    "reason": f"failed the correctness gate: {failed_correctness[impl.name]}"}
+            return {
+                **base,
+                "status": "not_timed",
+                "reason": f"failed the correctness gate: {failed_correctness[impl.name]}",
+            }
         reason = impl.unsupported_reason(shape, dtype)
         if reason:
             return {**base, "status": "unsupported", "reason": reason}
@@ -129,10 +150,17 @@ def time_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, best_configs: 
     results: list[dict[str, Any]] = []
     # if a hang cannot be interrupted, the job writes what it has (faults.bounded): the records measured so
     # far, else those prepared so far; no A2 block, no A/A floor
-    faults.on_abandon(lambda label: {
-        "primary_baseline": primary.name, "settings": dataclasses.asdict(settings), "aa_floor": None,
-        "implementations": [*(results or [s.rec if isinstance(s, _Prepared) else s for s in slots]),
-                            faults.abandoned_record(label)]})
+    faults.on_abandon(
+        lambda label: {
+            "primary_baseline": primary.name,
+            "settings": dataclasses.asdict(settings),
+            "aa_floor": None,
+            "implementations": [
+                *(results or [s.rec if isinstance(s, _Prepared) else s for s in slots]),
+                faults.abandoned_record(label),
+            ],
+        }
+    )
     for impl, config in order:
         slots.append(skipped(impl, config) or _Prepared(spec, impl, inputs, config))
     setup_s = time.perf_counter() - started  # inputs, every prepare, compile and first call

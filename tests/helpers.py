@@ -1,0 +1,37 @@
+"""Helpers shared by the kernel test modules: shapes, the correctness gate on one implementation, and the
+H200's limits for checking a kernel's declared config space against the device it is for."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelscope import correctness
+from kernelscope.spec import Implementation, KernelSpec, Shape
+
+#: kernelscope.runtime.device_limits() of an H200 (227 KiB of shared memory per block, 60 MiB of L2)
+H200_LIMITS = {
+    "num_sms": 132,
+    "max_shared_mem_per_block": 227 * 1024,
+    "l2_bytes": 60 * 2**20,
+    "capability": (9, 0),
+    "interpreter": False,
+}
+
+
+def shape(**params: int) -> Shape:
+    return Shape(params, "test")
+
+
+def gate(
+    spec: KernelSpec, impl: str | Implementation, shp: Shape, dtype: torch.dtype, config: dict | None = None, seeds=(0,)
+) -> dict:
+    """The correctness gate's record for one implementation (a Triton variant at its default config unless
+    ``config`` is given)."""
+    impl = spec.implementation(impl) if isinstance(impl, str) else impl
+    if config is None and impl.kind == "triton":
+        config = impl.default_config(shp, dtype)
+    return correctness.check_implementation(spec, impl, shp, dtype, seeds, config)
+
+
+def assert_pass(record: dict) -> None:
+    assert record["status"] == "pass", f"{record['implementation']} {record['config']}: {record['failure']}"
