@@ -86,7 +86,7 @@ def test_cpu_run_writes_a_report_with_every_section(cpu_run):
     assert "Ranking this run against the reference row 'seed 000" in md
     assert "Nsight Compute: stage not run for this case" in md
     for table in ("timing", "samples", "correctness", "sweep", "profile", "claims"):
-        assert (cpu_run / "reports" / runtime.INTERPRETER_KEY / "tables" / f"{table}.csv").is_file()
+        assert (cpu_run / "reports" / runtime.INTERPRETER_KEY / "tables" / report.table_file(table)).is_file()
 
 
 @pytest.mark.workflow
