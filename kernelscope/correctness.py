@@ -102,6 +102,15 @@ def _poison_allocator(like: torch.Tensor, poison: float) -> None:
     del scratch
 
 
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-for-bit equal, NaN in the same places counting as equal (``torch.equal`` says NaN != NaN, so an
+    input holding a NaN would always read as modified)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+    return torch.equal(nan_a, nan_b) and torch.equal(a[~nan_a], b[~nan_b])
+
+
 def check_seed(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torch.dtype, seed: int,
                config: Mapping[str, Any], repeat: bool) -> dict[str, Any]:
     device = runtime.device()
@@ -120,7 +129,7 @@ def check_seed(spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torc
         record[inv.name] = err
         if not err <= limit:
             failures.append(f"{inv.name}={err:.3g} exceeds {limit:.3g} ({inv.reason})")
-    changed = [k for k in before if not torch.equal(inputs[k], before[k])]
+    changed = [k for k in before if not _same(inputs[k], before[k])]
     if changed:
         failures.append(f"inputs modified: {changed}")
     if repeat:
@@ -163,7 +172,9 @@ def check_implementation(spec: KernelSpec, impl: Implementation, shape: Shape, d
 
 def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequence[int]) -> dict[str, Any]:
     """Every implementation (Triton variants at their default config, baselines) and every negative
-    control. ``gate_live`` is False if any negative control was accepted: the tolerance is too loose."""
+    control. A control counts as rejected only when it ran and failed by its numbers (status "fail"); one that
+    crashed tested nothing (``rejected`` False, the exception in ``control_error``). ``gate_live`` is False
+    if any negative control was accepted (the tolerance is too loose) or crashed."""
     implementations = []
     for impl in spec.implementations:
         config = impl.default_config(shape, dtype) if impl.kind == "triton" else {}
@@ -173,7 +184,9 @@ def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequen
     for impl in spec.negative_controls:
         with gpus.shared(f"correctness {impl.name}"):
             rec = check_implementation(spec, impl, shape, dtype, seeds, {})
-        rec["rejected"] = rec["ok"] is False
+        rec["rejected"] = rec["status"] == "fail"
+        if rec["status"] == "error":
+            rec["control_error"] = rec["failure"]
         controls.append(rec)
     tol = spec.tolerance(dtype)
     return {
