@@ -191,6 +191,15 @@ def test_the_element_counts_and_worst_index_point_at_the_planted_error():
     assert [r["seed"] for r in rec["seeds"]] == list(SEEDS)  # a failing seed does not stop the others
 
 
+def test_a_nan_and_an_element_outside_are_each_counted_once():
+    # a non-finite output is one bad element, not also an out-of-tolerance one, and it does not hide one
+    both = _eager(lambda x, n: _plus_at(_plus_at(2 * x.abs(), 5, math.nan), 6, 1.0))
+    rec = _check(both)
+    assert rec["failure"] == ("seed 0: 1 non-finite outputs where the reference is finite; "
+                              "1 elements outside atol=0.001 rtol=0.01")
+    assert rec["seeds"][0]["n_bad"] == 2 and rec["seeds"][0]["worst_index"] == [5]  # NaN is the worst
+
+
 def test_a_crash_is_an_error_with_its_exception_and_an_unsupported_case_is_neither():
     def boom(x, n):
         raise RuntimeError("planted crash")
