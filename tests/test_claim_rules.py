@@ -176,3 +176,14 @@ def test_the_reported_median_ci_is_the_medians_and_full_width():
         assert (s["median_us"], s["mean_us"], s["n"]) == (np.median(x), np.mean(x), 200)
         assert (s["p20_us"], s["p80_us"]) == (np.percentile(x, 20), np.percentile(x, 80))
         assert (s["min_us"], s["max_us"], s["std_us"]) == (x.min(), x.max(), np.std(x, ddof=1))
+
+
+def test_degenerate_sample_sets_give_defined_answers():
+    # mutation testing found these edges untested: tiny or constant sample sets must not crash or give NaN
+    assert stats.median_ci_order([3.0, 1.0, 2.0]) == (1.0, 3.0)  # under 6 samples: the sample range
+    assert stats.median_ci_order([5.0, 4.0, 1.0, 2.0, 3.0]) == (1.0, 5.0)
+    one = stats.summarize([7.0])
+    assert one["std_us"] == 0.0 and one["median_us"] == one["ci95_low_us"] == one["ci95_high_us"] == 7.0
+    assert stats.summarize([0.0, 0.0, 0.0])["rel_ci95_halfwidth"] == math.inf  # zero median: no relative width
+    single = stats.compare_samples([1.0], [2.0, 3.0])
+    assert single["mannwhitney_p"] == 1.0 and single["testable"] is False
