@@ -24,12 +24,14 @@ from kernelscope.spec import Implementation, Invariant, KernelSpec, Shape, Toler
 N = 64
 SHAPE = Shape({"n": N}, "toy")
 SEEDS = (0, 1, 2)
-TOL = Tolerance(1e-3, 1e-2, "toy: exact op, loose enough to plant errors inside it")
+# powers of two, so that an output exactly on the bound is representable (the bound itself must pass)
+TOL = Tolerance(2**-10, 2**-7, "toy: exact op, loose enough to plant errors inside it")
+OUTSIDE = f"elements outside atol={TOL.atol:g} rtol={TOL.rtol:g}"
 
 
 def _make_inputs(shape, dtype, device, seed):
     x = randn((shape["n"],), dtype, generator(seed, device), scale=4.0)
-    x[0], x[1], x[2] = math.nan, -math.inf, 0.0  # reference NaN, +inf and 0 at indices 0, 1, 2
+    x[0], x[1], x[2], x[3] = math.nan, -math.inf, 0.0, 1.0  # reference NaN, +inf, 0 and 2 at indices 0-3
     return {"x": x}
 
 
@@ -150,7 +152,7 @@ PLANTED = {
         "seed 0: 1 outputs differ where the reference is NaN/Inf"),
     "one element outside the tolerance": (
         lambda: _eager(lambda x, n: _plus_at(2 * x.abs(), 5, 1.5 * _bound_at(5))),
-        "seed 0: 1 elements outside atol=0.001 rtol=0.01"),
+        f"seed 0: 1 {OUTSIDE}"),
     # an element inside the tolerance that breaks an invariant: only the invariant sees it
     "invariant broken inside the tolerance": (
         lambda: _eager(lambda x, n: _plus_at(2 * x.abs(), 2, -5e-4)),
@@ -160,7 +162,7 @@ PLANTED = {
     # every seed is checked: wrong only on the last one (calls 1-2 are seed 0, 3 seed 1, 4 seed 2)
     "wrong on the last seed only": (
         lambda: _eager(lambda x, n: _plus_at(2 * x.abs(), 5, 1.0 if n == 4 else 0.0)),
-        "seed 2: 1 elements outside atol=0.001 rtol=0.01"),
+        f"seed 2: 1 {OUTSIDE}"),
 }
 
 
@@ -189,6 +191,29 @@ def test_the_element_counts_and_worst_index_point_at_the_planted_error():
     assert seed0["max_abs_err"] == pytest.approx(1.5 * _bound_at(5), rel=1e-5)  # fp32 rounding
     assert seed0["n_nan"] == 1  # the reference's own NaN, returned as NaN
     assert [r["seed"] for r in rec["seeds"]] == list(SEEDS)  # a failing seed does not stop the others
+    # the reported error metrics, recomputed: relative error at the planted element, and the relative L2 error
+    # over the finite reference (the NaN and +inf positions are excluded, as in the gate)
+    ref = _reference(_make_inputs(SHAPE, torch.float32, "cpu", 0)).double()
+    finite = torch.isfinite(ref)
+    assert seed0["max_rel_err"] == pytest.approx(1.5 * _bound_at(5) / float(ref[5]), rel=1e-5)
+    assert seed0["rel_l2_err"] == pytest.approx(1.5 * _bound_at(5) / float(torch.linalg.vector_norm(ref[finite])),
+                                                rel=1e-5)
+    assert seed0["n_elements"] == N
+    # a NaN output has an infinite error norm, not an undefined one
+    nan_rec = _check(PLANTED["NaN where the reference is finite"][0]())
+    assert nan_rec["seeds"][0]["rel_l2_err"] == math.inf
+
+
+def test_an_output_exactly_on_the_bound_passes_and_compare_reports_ok():
+    # |out - ref| <= atol + rtol |ref| is inclusive: at ref = 2 the bound 2^-10 + 2^-6 is exact in fp32
+    bound = TOL.atol + TOL.rtol * 2.0
+    on = _check(_eager(lambda x, n: _plus_at(2 * x.abs(), 3, bound)))
+    assert on["status"] == "pass" and on["max_abs_err"] == bound
+    # compare() on its own says ok / not ok too (callers other than check_seed read it)
+    ref = torch.tensor([2.0, 4.0], dtype=torch.float64)
+    assert correctness.compare(ref.float(), ref, TOL.atol, TOL.rtol)["ok"] is True
+    assert correctness.compare((ref + 1).float(), ref, TOL.atol, TOL.rtol)["ok"] is False
+    assert correctness.compare(ref[:1].float(), ref, TOL.atol, TOL.rtol)["ok"] is False
 
 
 def test_a_nan_and_an_element_outside_are_each_counted_once():
@@ -196,8 +221,22 @@ def test_a_nan_and_an_element_outside_are_each_counted_once():
     both = _eager(lambda x, n: _plus_at(_plus_at(2 * x.abs(), 5, math.nan), 6, 1.0))
     rec = _check(both)
     assert rec["failure"] == ("seed 0: 1 non-finite outputs where the reference is finite; "
-                              "1 elements outside atol=0.001 rtol=0.01")
+                              f"1 {OUTSIDE}")
     assert rec["seeds"][0]["n_bad"] == 2 and rec["seeds"][0]["worst_index"] == [5]  # NaN is the worst
+
+
+def test_check_case_runs_a_triton_variant_at_its_default_config():
+    seen = []
+
+    def prepare(inputs, out, config):
+        seen.append(dict(config))
+        return lambda: 2 * inputs["x"].abs()
+    variant = Implementation("toy_triton", "triton", prepare, configs=lambda shape, dtype: [{"BLOCK": 8}, {"BLOCK": 64}],
+                             default_config=lambda shape, dtype: {"BLOCK": shape["n"] // 2})
+    spec = dataclasses.replace(_spec(), implementations=[CORRECT, variant])
+    result = correctness.check_case(spec, SHAPE, torch.float32, SEEDS)
+    rec = {r["implementation"]: r for r in result["implementations"]}["toy_triton"]
+    assert rec["status"] == "pass" and rec["config"] == {"BLOCK": 32} and seen and all(c == {"BLOCK": 32} for c in seen)
 
 
 def test_a_crash_is_an_error_with_its_exception_and_an_unsupported_case_is_neither():
@@ -218,6 +257,8 @@ def test_a_control_counts_as_rejected_only_when_it_fails_by_its_numbers():
     accepted = _eager(lambda x, n: 2 * x.abs(), name="secretly_correct")
 
     live = correctness.check_case(_spec([wrong]), SHAPE, torch.float32, SEEDS)
+    assert live["tolerance"] == {"atol": TOL.atol, "rtol": TOL.rtol, "reason": TOL.reason}
+    assert live["seeds"] == list(SEEDS)
     [rec] = live["negative_controls"]
     assert rec["status"] == "fail" and rec["rejected"] is True and "control_error" not in rec
     assert live["gate_live"] is True and live["implementations"][0]["status"] == "pass"
