@@ -40,11 +40,17 @@ def _reference(inputs):
 
 
 def _nonneg_error(out, inputs):
+    assert "x" in inputs  # the gate must hand the invariant the case's inputs
     finite = torch.nan_to_num(out.double(), nan=0.0, posinf=0.0, neginf=0.0)
     return max(0.0, -float(finite.min()))
 
 
-NONNEG = Invariant("negative_output", _nonneg_error, lambda dtype, inputs: 0.0, "2|x| is never negative")
+def _nonneg_limit(dtype, inputs):
+    # the limit may depend on the dtype and the inputs (kernels' limits grow with sizes): both must arrive
+    return 0.0 if dtype == inputs["x"].dtype else math.inf
+
+
+NONNEG = Invariant("negative_output", _nonneg_error, _nonneg_limit, "2|x| is never negative")
 
 
 def _eager(fn, name="torch", **kw):
@@ -111,6 +117,12 @@ def _abs_in_place(x, n):
     return 2 * x.abs_()  # same result every time, but the caller's input loses its signs
 
 
+def _shrink(x):
+    out = 2 * x.abs()
+    x.resize_(x.shape[0] - 1)  # the caller's tensor changes shape (the second run then sees 63 elements)
+    return out
+
+
 def _bound_at(i):
     """The tolerance at index ``i`` of seed 0's reference."""
     ref = _reference(_make_inputs(SHAPE, torch.float32, "cpu", 0)).double()
@@ -157,6 +169,13 @@ PLANTED = {
     "invariant broken inside the tolerance": (
         lambda: _eager(lambda x, n: _plus_at(2 * x.abs(), 2, -5e-4)),
         "seed 0: negative_output=0.0005 exceeds 0 (2|x| is never negative)"),
+    # several checks at once: each says so, in the gate's order (numbers, dtype, invariants, inputs, repeat)
+    "wrong dtype and modifies its input": (
+        lambda: _eager(lambda x, n: _abs_in_place(x, n).double()),
+        "seed 0: output dtype torch.float64 != input dtype torch.float32; inputs modified: ['x']"),
+    "shrinks its input in place": (
+        lambda: _eager(lambda x, n: _shrink(x)),
+        "seed 0: inputs modified: ['x']; a second run with another poison differs: unwritten elements or a race"),
     "wrong shape": (
         lambda: _eager(lambda x, n: (2 * x.abs())[:-1]), "seed 0: shape (63,) != reference shape (64,)"),
     # every seed is checked: wrong only on the last one (calls 1-2 are seed 0, 3 seed 1, 4 seed 2)
@@ -241,11 +260,34 @@ def test_check_case_runs_a_triton_variant_at_its_default_config():
 
 def test_a_crash_is_an_error_with_its_exception_and_an_unsupported_case_is_neither():
     def boom(x, n):
-        raise RuntimeError("planted crash")
+        if n == 3:  # seed 1: the seed 0 record is kept beside the error
+            raise RuntimeError("planted crash")
+        return 2 * x.abs()
     rec = _check(_eager(boom))
     assert rec["status"] == "error" and rec["ok"] is False and rec["failure"] == "RuntimeError: planted crash"
-    rec = _check(_eager(lambda x, n: 2 * x.abs(), supports=lambda shape, dtype: "toy: not this size"))
+    assert "planted crash" in rec["traceback"] and [r["seed"] for r in rec["seeds"]] == [0]
+    seen = []
+
+    def supports(shape, dtype):
+        seen.append((shape, dtype))
+        return "toy: not this size"
+    rec = _check(_eager(lambda x, n: 2 * x.abs(), supports=supports))
     assert rec["status"] == "unsupported" and rec["ok"] is None and rec["reason"] == "toy: not this size"
+    assert rec["seeds"] == [] and seen == [(SHAPE, torch.float32)]
+
+
+def test_the_record_summarises_every_seed():
+    # the report reads these: implementation, kind, config, and the worst error of any seed
+    rec = _check(PLANTED["wrong on the last seed only"][0]())
+    assert (rec["implementation"], rec["kind"], rec["config"]) == ("torch", "eager", {})
+    for key in ("max_abs_err", "max_rel_err", "rel_l2_err"):
+        assert rec[key] == max(r[key] for r in rec["seeds"]) and rec[key] == rec["seeds"][2][key] > 0
+    invariant = _check(PLANTED["invariant broken inside the tolerance"][0]())
+    assert invariant["negative_output"] == max(r["negative_output"] for r in invariant["seeds"])
+    assert invariant["negative_output"] == pytest.approx(5e-4)
+    special = _check(PLANTED["finite where the reference is NaN"][0]())["seeds"][0]
+    assert special["n_bad"] == 1 and special["worst_index"] is None  # a NaN-position mismatch has no "worst" error
+    assert _check(CORRECT)["seeds"][0]["worst_index"] is None
 
 
 def test_a_control_counts_as_rejected_only_when_it_fails_by_its_numbers():
