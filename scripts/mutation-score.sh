@@ -35,6 +35,7 @@ pytest_add_cli_args_test_selection=
     tests/test_stats_claims.py
     tests/test_compare_rules.py
     tests/test_compare.py
+    tests/test_published_report.py
 pytest_add_cli_args=
     -p
     no:cacheprovider

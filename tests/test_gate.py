@@ -2,7 +2,8 @@
 
 A toy kernel (``out = 2 |x|``, exact in every dtype) keeps the arithmetic out of the way: its input holds a NaN
 (reference NaN), a -inf (reference +inf) and a 0 (reference 0), so every branch of the gate has something to
-look at. Each broken implementation is built here and is wrong in exactly one way; the test asserts the
+look at. Each broken implementation is built here and is wrong in one way (two entries plant two wrongs, to
+check how several failures are reported); the test asserts the
 *whole* failure string, so it fails both when the check it guards is removed (the bug passes, or is caught by
 another check with another message) and when a check starts firing where it should not.
 
