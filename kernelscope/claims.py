@@ -352,9 +352,15 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
         live = corr[corr["role"] == "negative control"]
         accepted = live[live["rejected"] == False]  # noqa: E712 - pandas element-wise comparison
         for _, r in accepted.iterrows():
+            crashed = r.get("control_error")
+            why = (
+                f"crashed ({crashed}), so it did not test the tolerance there"
+                if isinstance(crashed, str) and crashed
+                else "was accepted, so the gate is too loose there"
+            )
             no.append(
                 f"The correctness verdicts for {r['kernel']} {r['shape']} {r['dtype']}: the negative control "
-                f"{r['implementation']} was accepted, so the gate is too loose there."
+                f"{r['implementation']} {why}."
             )
         if not live.empty and accepted.empty:
             yes.append(

@@ -105,6 +105,15 @@ def _poison_allocator(like: torch.Tensor, poison: float) -> None:
     del scratch
 
 
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-for-bit equal, NaN in the same places counting as equal (``torch.equal`` says NaN != NaN, so an
+    input holding a NaN would always read as modified)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+    return torch.equal(nan_a, nan_b) and torch.equal(a[~nan_a], b[~nan_b])
+
+
 def check_seed(
     spec: KernelSpec,
     impl: Implementation,
@@ -130,7 +139,7 @@ def check_seed(
         record[inv.name] = err
         if not err <= limit:
             failures.append(f"{inv.name}={err:.3g} exceeds {limit:.3g} ({inv.reason})")
-    changed = [k for k in before if not torch.equal(inputs[k], before[k])]
+    changed = [k for k in before if not _same(inputs[k], before[k])]
     if changed:
         failures.append(f"inputs modified: {changed}")
     if repeat:
@@ -208,7 +217,9 @@ def _compile_ahead(
 
 def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequence[int]) -> dict[str, Any]:
     """Every implementation (Triton variants at their default config, baselines) and every negative
-    control. ``gate_live`` is False if any negative control was accepted: the tolerance is too loose."""
+    control. A control counts as rejected only when it ran and failed by its numbers (status "fail"); one that
+    crashed tested nothing (``rejected`` False, the exception in ``control_error``). ``gate_live`` is False
+    if any negative control was accepted (the tolerance is too loose) or crashed."""
     implementations, controls = [], []
     tol = spec.tolerance(dtype)
 
@@ -233,6 +244,8 @@ def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequen
     for impl in spec.negative_controls:
         with gpus.shared(f"correctness {impl.name}"):
             rec = check_implementation(spec, impl, shape, dtype, seeds, {})
-        rec["rejected"] = rec["ok"] is False
+        rec["rejected"] = rec["status"] == "fail"
+        if rec["status"] in ("error", "timeout", "oom", "compile_error"):  # crashed: see kernelscope.faults
+            rec["control_error"] = rec["failure"]
         controls.append(rec)
     return doc()

@@ -185,6 +185,7 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
                     "declined": rec.get("declined"),
                     "outcome": "rejected" if rec.get("rejected") else status_text(rec),
                     "rejected": rec.get("rejected"),
+                    "control_error": rec.get("control_error"),
                     "max_abs_err": rec.get("max_abs_err"),
                     "max_rel_err": rec.get("max_rel_err"),
                     "rel_l2_err": rec.get("rel_l2_err"),

@@ -24,6 +24,15 @@ def h200(tmp_path_factory) -> Path:
     return root / "results" / "nvidia-h200"
 
 
+@pytest.fixture(scope="module")
+def h200_md(h200, tmp_path_factory) -> str:
+    """The fixture run's own report, rendered by the code under test (not the committed file, which a
+    regression in the renderer would leave untouched)."""
+    out = tmp_path_factory.mktemp("h200-report")
+    report.build(h200, out)
+    return (out / "report.md").read_text()
+
+
 def _copy(h200: Path, tmp_path: Path, label: str, remeasured: bool = True) -> Path:
     """A second run with the same numbers; ``remeasured``: its timing records carry their own timestamps, as a
     rerun's do (without it, the copy holds the very same measurements, as a resumed run's carried cases do)."""
@@ -58,9 +67,16 @@ def test_identical_rerun_reproduces_everywhere(h200, tmp_path):
     assert compare.comparability(a, b)["kind"] == compare.RERUN
     rows = compare.compare_cases(a, b)
     timed = rows[rows["verdict"] != compare.NOT_COMPARABLE]
-    assert len(timed) > 100 and (timed["verdict"] == claims.UNRESOLVED).all()
-    # what is left out is left out with a reason: untimed (unsupported) or failed somewhere
-    assert rows.loc[rows["verdict"] == compare.NOT_COMPARABLE, "why"].str.startswith("no timing in").all()
+    # an identical copy has p = 1 everywhere, so this only shows nothing is invented; test_compare_rules.py
+    # compares against a remeasured copy, where the rules have real p-values and differences to judge
+    assert len(timed) >= 70 and (timed["verdict"] == claims.UNRESOLVED).all()
+    # what is left out is left out with a reason: untimed (unsupported), or launch-bound records of 5f19e28,
+    # which have no graph replay and so cannot be compared by device time
+    assert (
+        rows.loc[rows["verdict"] == compare.NOT_COMPARABLE, "why"]
+        .str.match(r"no timing in|not comparable by device time")
+        .all()
+    )
 
 
 def test_a_real_slowdown_in_the_rerun_is_found_and_a_small_one_is_not(h200, tmp_path):
@@ -193,7 +209,7 @@ def test_compare_cli_names_a_missing_run(tmp_path, h200):
         cli.main(["compare", "--a", str(h200), "--b", str(tmp_path / "nosuch"), "--out", str(tmp_path / "o")])
 
 
-def test_warm_cache_runs_are_labelled_in_their_own_report(h200, tmp_path):
+def test_warm_cache_runs_are_labelled_in_their_own_report(h200, h200_md, tmp_path):
     warm = _copy(h200, tmp_path, "warm")
     _edit(warm / "specs.json", lambda s: s["timing"].update(flush_l2=False))
     for path in (warm / "timing").rglob("*.json"):
@@ -207,7 +223,7 @@ def test_warm_cache_runs_are_labelled_in_their_own_report(h200, tmp_path):
     report.build(warm, tmp_path / "out")
     md = (tmp_path / "out" / "report.md").read_text()
     assert "WARM CACHE: L2 was not flushed" in md and "Cold-cache times for 30 cases timed with a warm L2" in md
-    assert "WARM CACHE" not in (ROOT / "reports" / "nvidia-h200" / "report.md").read_text()
+    assert "Cold-cache times" not in h200_md and "WARM CACHE" not in h200_md  # the flushed run: no such label
 
 
 def test_a_changed_kernel_module_is_a_code_change_in_a_rerun_and_not_compared_across_gpus(h200, tmp_path):
@@ -261,7 +277,7 @@ def test_a_measurement_carried_into_both_runs_is_not_a_reproduction(h200, tmp_pa
     assert f"of {measured} implementation × case timings measured in both runs reproduced" in text
 
 
-def test_a_run_resumed_on_another_card_says_which_cases_ran_on_which(h200, tmp_path):
+def test_a_run_resumed_on_another_card_says_which_cases_ran_on_which(h200, h200_md, tmp_path):
     resumed = _copy(h200, tmp_path, "other-card")
     _edit(resumed / CASE, lambda doc: doc["nvml"].update(uuid="GPU-00000000-other"))
     data = rundata.collect(resumed)
@@ -273,7 +289,7 @@ def test_a_run_resumed_on_another_card_says_which_cases_ran_on_which(h200, tmp_p
     assert "1 cases on GPU-00000000-other" in md
     # one card: no such statement
     assert rundata.case_cards(rundata.collect(h200)) == {run_card: 30}
-    assert "measured on one card" not in (ROOT / "reports" / "nvidia-h200-5f19e28" / "report.md").read_text()
+    assert "measured on one card" not in h200_md
 
 
 def test_a_run_resumed_across_commits_says_which_cases_ran_at_which(h200, tmp_path):
