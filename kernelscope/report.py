@@ -10,6 +10,7 @@ refusal rules in :mod:`kernelscope.claims`, the scores in :mod:`kernelscope.scor
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -867,7 +868,10 @@ def build(results_dir: str | Path, out_dir: str | Path) -> None:
     assert set(tbl) == set(TABLES), "workflow/rules/common.smk REPORT_TABLES must list every table"
     for name, df in tbl.items():
         with results.atomic(out / "tables" / table_file(name)) as tmp:
-            df.to_csv(tmp, index=False, compression={"method": "gzip", "mtime": 0} if name in COMPRESSED else None)
+            if name in COMPRESSED:  # gzip.compress writes neither a time stamp nor the (temporary) file name
+                tmp.write_bytes(gzip.compress(df.to_csv(index=False).encode(), mtime=0))
+            else:
+                df.to_csv(tmp, index=False)
     results.write_text(
         out / "run.json", json.dumps({**data["run"], "report": run_facts(data, tbl)}, indent=1, sort_keys=True) + "\n"
     )

@@ -2,7 +2,6 @@
 an end-to-end CPU run whose report has every section and supports no performance claim."""
 
 import json
-import tarfile
 
 import pytest
 
@@ -128,22 +127,6 @@ def test_rerun_on_another_device_key_does_not_overwrite(cpu_run):
     # a label of the user's own: planned under its own key, beside the first run's results
     assert "results/other-label/specs.json" in run.stdout
     assert (cpu_run / "reports" / runtime.INTERPRETER_KEY / "report.md").read_text() == first
-
-
-def test_published_h200_report_renders_kernel_names_escaped(tmp_path):
-    """Re-render the committed H200 results: C++ template names must survive both formats."""
-    with tarfile.open(ROOT / "reports" / "nvidia-h200" / "raw-results.tar.gz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    report.build(tmp_path / "results" / "nvidia-h200", tmp_path / "out")
-    html = (tmp_path / "out" / "report.html").read_text()
-    md = (tmp_path / "out" / "report.md").read_text()
-    # tables hold a shortened name (template arguments folded), the CSV the whole one
-    assert "softmax_warp_forward&lt;…&gt;" in html and "softmax_warp_forward<" not in html
-    assert "`void softmax_warp_forward<…>(…)`" in md
-    profile = (tmp_path / "out" / "tables" / "profile.csv").read_text()
-    assert "void (anonymous namespace)::softmax_warp_forward<c10::Half" in profile
-    assert "NVIDIA H200" in md and "INTERPRETER RUN" not in md
-    assert md.count("compared by CUDA-graph replay") <= 3  # said once, as a footnote, not per claim
 
 
 def test_a_job_refuses_to_write_under_another_machines_key(tmp_path):
