@@ -338,6 +338,27 @@ def _cards(data: Mapping[str, Any]) -> str:
     return ", ".join(f"{card} ({n} cases)" for card, n in rundata.case_cards(dict(data)).items())
 
 
+def _case_provenance(a: Mapping[str, Any], b: Mapping[str, Any]) -> pd.DataFrame:
+    """Per common timed case, the commit and card of each run, where either run spans several of them."""
+    la, lb = a["specs"]["device"], b["specs"]["device"]
+    spanning = any(len(rundata.case_commits(dict(d))) > 1 or len(rundata.case_cards(dict(d))) > 1 for d in (a, b))
+    if not spanning:
+        return pd.DataFrame()
+    cases_a, cases_b = _cases(a), _cases(b)
+    rows = [
+        {
+            "case": " ".join(key),
+            f"commit {la}": str(rundata.case_commit(dict(a), cases_a[key]))[:12],
+            f"card {la}": rundata.case_card(dict(a), cases_a[key]),
+            f"commit {lb}": str(rundata.case_commit(dict(b), cases_b[key]))[:12],
+            f"card {lb}": rundata.case_card(dict(b), cases_b[key]),
+        }
+        for key in cases_a
+        if key in cases_b and cases_a[key].get("timing") and cases_b[key].get("timing")
+    ]
+    return pd.DataFrame(rows)
+
+
 def _commits(data: Mapping[str, Any]) -> str:
     return ", ".join(f"{commit} ({n} cases)" for commit, n in rundata.case_commits(dict(data)).items())
 
@@ -368,6 +389,21 @@ def document(
         ]
     )
     sections = [{"title": "Runs", "blocks": [table(runs, ["field", "A", "B"])]}]
+    spans = _case_provenance(a, b)
+    if not spans.empty:
+        sections.append(
+            {
+                "title": "Which commit and card timed each case",
+                "blocks": [
+                    text(
+                        "At least one of the runs was timed at several commits or on several cards (a resumed run), "
+                        "so each case says which; a difference between two cases of different commits or cards "
+                        "can be the code's or the card's."
+                    ),
+                    table(spans, ["case", f"commit {la}", f"card {la}", f"commit {lb}", f"card {lb}"]),
+                ],
+            }
+        )
     if verdict["kind"] == NOT_COMPARABLE:
         sections.append(
             {

@@ -290,6 +290,18 @@ def test_a_run_resumed_on_another_card_says_which_cases_ran_on_which(h200, h200_
     # one card: no such statement
     assert rundata.case_cards(rundata.collect(h200)) == {run_card: 30}
     assert "measured on one card" not in h200_md
+    # the comparison with a run spanning two cards lists, per case, which card timed it in each run
+    base = rundata.collect(h200)
+
+    def titles(b):
+        verdict = compare.comparability(base, b)
+        doc = compare.document(base, b, verdict, compare.compare_cases(base, b, verdict["kind"]))
+        return {s["title"]: s for s in doc["sections"]}
+
+    spans = titles(data)["Which commit and card timed each case"]
+    cells = json.dumps(spans["blocks"][1]["rows"], default=str)
+    assert "GPU-00000000-other" in cells and run_card in cells
+    assert "Which commit and card timed each case" not in titles(rundata.collect(h200))
 
 
 def test_a_run_resumed_across_commits_says_which_cases_ran_at_which(h200, tmp_path):
