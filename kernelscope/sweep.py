@@ -44,6 +44,19 @@ def _prepare_config(spec: KernelSpec, impl: Implementation, inputs, config: dict
         }
 
 
+def _failed(rec: dict[str, Any], exc: BaseException) -> None:
+    """Record a config that raised (compile, launch, OOM, hang: ``fault`` says which) and clean up after it."""
+    rec.update(
+        {
+            "status": "failed",
+            "fault": faults.status(exc),
+            "reason": f"{type(exc).__name__}: {exc}"[:2000],
+            "traceback": traceback.format_exc(limit=6),
+        }
+    )
+    faults.after_failure()
+
+
 def sweep_variant(
     spec: KernelSpec,
     impl: Implementation,
@@ -90,15 +103,7 @@ def sweep_variant(
                 rec["first_call_ms"] = timing.first_call(made["fn"])
                 check = correctness.compare(made["fn"](), expected, tol.atol, tol.rtol)
         except Exception as exc:  # launch failures, OOMs and hangs are data too
-            rec.update(
-                {
-                    "status": "failed",
-                    "fault": faults.status(exc),
-                    "reason": f"{type(exc).__name__}: {exc}"[:2000],
-                    "traceback": traceback.format_exc(limit=6),
-                }
-            )
-            faults.after_failure()
+            _failed(rec, exc)
             continue
         if not check["ok"]:
             rec.update({"status": "wrong", "reason": check["failure"], "max_abs_err": check["max_abs_err"]})
@@ -111,15 +116,7 @@ def sweep_variant(
                 with faults.bounded(f"{impl.name} {rec['key']}"):
                     measured = timing.measure(fn, settings, with_first_call=False, flush=flush)
             except Exception as exc:  # noqa: BLE001 - recorded; the other configs still run
-                rec.update(
-                    {
-                        "status": "failed",
-                        "fault": faults.status(exc),
-                        "reason": f"{type(exc).__name__}: {exc}"[:2000],
-                        "traceback": traceback.format_exc(limit=6),
-                    }
-                )
-                faults.after_failure()
+                _failed(rec, exc)
                 continue
             rec.update(
                 {
