@@ -165,6 +165,26 @@ def _code_hashes(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[str | None
     return None, None
 
 
+#: the columns of comparison.csv: one row per implementation of every case both runs timed
+CASE_COLUMNS = [
+    "kernel",
+    "shape",
+    "dtype",
+    "implementation",
+    "a_us",
+    "b_us",
+    "b_time_over_a",
+    "verdict",
+    "basis",
+    "floor",
+    "kernel_source",
+    "why",
+    "kind",
+    "config_a",
+    "config_b",
+]
+
+
 def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None = None) -> pd.DataFrame:
     """One row per implementation of every case both runs timed: B against A under the claim rules.
     ``kind``: the runs' ``comparability`` kind (worked out here when not given)."""
@@ -244,21 +264,7 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None =
                     f"{lb} {claims.config_text(row['config_b'])}"
                 )
             rows.append(row)
-    columns = [
-        "kernel",
-        "shape",
-        "dtype",
-        "implementation",
-        "a_us",
-        "b_us",
-        "b_time_over_a",
-        "verdict",
-        "basis",
-        "floor",
-        "kernel_source",
-        "why",
-    ]
-    return pd.DataFrame(rows, columns=columns + ["kind", "config_a", "config_b"])
+    return pd.DataFrame(rows, columns=CASE_COLUMNS)
 
 
 #: the start of a pair's reason when one run has no timing of it (unsupported, failed, not run)
@@ -518,7 +524,9 @@ def build(
             data["specs"] = {**data["specs"], "device": label}
     out = Path(out_dir)
     verdict = comparability(a, b)
-    rows = compare_cases(a, b, verdict["kind"]) if verdict["kind"] != NOT_COMPARABLE else pd.DataFrame()
+    comparable = verdict["kind"] != NOT_COMPARABLE
+    # not comparable: the CSV keeps its header and has no rows (no pair is compared)
+    rows = compare_cases(a, b, verdict["kind"]) if comparable else pd.DataFrame(columns=CASE_COLUMNS)
     render(document(a, b, verdict, rows), out)
     with results.atomic(out / "comparison.csv") as tmp:
         rows.to_csv(tmp, index=False)

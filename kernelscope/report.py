@@ -356,14 +356,14 @@ def _ratio_text(row: pd.Series) -> str:
 
 
 def _reproduced(out: Path | None, kernel: str) -> str:
-    """Reproduced / not in the latest comparison this report links (its comparison.csv), per kernel."""
-    latest = _comparisons(out)[-1:] if out else []
-    for rel, _ in latest:
+    """Reproduced / not, per kernel, in the last (by name) of this report's comparisons that compared the runs
+    (its comparison.csv); a comparison that refused the pair has no rows and is passed over."""
+    for rel, _ in reversed(_comparisons(out) if out else []):
         path = out / rel.parent / "comparison.csv"
-        if not path.is_file():
+        rows = pd.read_csv(path) if path.is_file() and path.stat().st_size > 1 else pd.DataFrame()
+        if rows.empty or "kernel" not in rows:
             continue
-        rows = pd.read_csv(path)
-        rows = rows[rows["kernel"] == kernel] if "kernel" in rows else rows.iloc[0:0]
+        rows = rows[rows["kernel"] == kernel]
         measured = rows[rows["verdict"] != claims.NOT_COMPARABLE]
         if measured.empty:
             return "–"
@@ -373,10 +373,11 @@ def _reproduced(out: Path | None, kernel: str) -> str:
 
 
 def _comparisons(out: Path | None) -> list[tuple[Path, str]]:
-    """This report's comparisons (``compare/<other>/report.html``), oldest first by file time."""
+    """This report's comparisons (``compare/<other>/report.html``), by name (file times differ between
+    checkouts, and a re-render must not depend on them)."""
     if out is None or not (out / COMPARE_DIR).is_dir():
         return []
-    found = sorted((out / COMPARE_DIR).glob("*/report.html"), key=lambda p: (p.stat().st_mtime, p.parent.name))
+    found = sorted((out / COMPARE_DIR).glob("*/report.html"), key=lambda p: p.parent.name)
     return [(p.relative_to(out), p.parent.name) for p in found]
 
 
@@ -428,7 +429,8 @@ def _answer_section(
         "rules' basis (event median; ᵍ graph replay for launch-bound pairs); per-case ratios with 95 % CIs are "
         "in each kernel's section and figure. Verdicts: Mann–Whitney and A/A-floor rules (Method). Throttled: "
         "share of the kernel's timed samples taken while throttled or below the steady clock. Reproduced: "
-        "timings with no difference resolved in the latest comparison, of those measured in both runs."
+        "timings with no difference resolved in the comparison named in brackets (the last, by name, of this "
+        "report's comparisons that compared the runs), of those measured in both runs."
     ]
     blocks = [
         table(
