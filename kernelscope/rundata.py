@@ -33,7 +33,7 @@ def collect(results: Path) -> dict[str, Any]:
         "environment": _load(results / "environment.json") or {},
         "calibration": _load(results / "calibration.json") or {},
         "cases": [],
-        "job_costs": _job_costs(runsummary.jobtimes_dir(results)),
+        "job_costs": _job_costs(results),
         "run": runsummary.summarize(results),
     }
     for case in specs["cases"]:
@@ -140,24 +140,9 @@ def case_cards(data: dict[str, Any]) -> dict[str, int]:
     return _timed_cases_by(data, "nvml", "gpu", "uuid")
 
 
-def _job_costs(root: Path) -> pd.DataFrame:
-    """Wall time of every per-case job, from the files Snakemake's ``benchmark:`` directive writes
-    (``results/<device>/jobtimes/<stage>/<kernel>/<dtype>/<shape>.tsv``)."""
-    rows = []
-    for path in sorted(root.glob("*/*/*/*.tsv")):
-        stage, kernel, dtype = path.parts[-4:-1]
-        bench = pd.read_csv(path, sep="\t")
-        if "s" in bench and len(bench):
-            rows.append(
-                {
-                    "stage": stage,
-                    "kernel": kernel,
-                    "dtype": dtype,
-                    "shape": path.stem,
-                    "wall_s": float(bench["s"].iloc[0]),
-                }
-            )
-    return pd.DataFrame(rows, columns=["stage", "kernel", "dtype", "shape", "wall_s"])
+def _job_costs(results: Path) -> pd.DataFrame:
+    """Wall time of every per-case job (``runsummary.job_walls``), as a table."""
+    return pd.DataFrame(runsummary.job_walls(results), columns=["stage", "kernel", "dtype", "shape", "wall_s"])
 
 
 def _ceilings(calibration: dict[str, Any], dtype: str) -> tuple[float | None, float | None]:

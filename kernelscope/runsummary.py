@@ -41,15 +41,26 @@ def jobtimes_dir(results: Path) -> Path:
     return legacy if legacy.is_dir() and not current.is_dir() else current
 
 
-def _job_walls(results: Path) -> dict[str, list[float]]:
-    walls: dict[str, list[float]] = {}
+def job_walls(results: Path) -> list[dict[str, Any]]:
+    """Wall time of every per-case job, one row each (stage, kernel, dtype, shape, wall_s), from the files
+    Snakemake's ``benchmark:`` directive writes (``results/<device>/jobtimes/<stage>/<kernel>/<dtype>/<shape>.tsv``)."""
+    rows = []
     for path in sorted(jobtimes_dir(results).glob("*/*/*/*.tsv")):
         lines = path.read_text().splitlines()
         if len(lines) >= 2:
             header, first = lines[0].split("\t"), lines[1].split("\t")
             if "s" in header:
-                walls.setdefault(path.parts[-4], []).append(float(first[header.index("s")]))
-    return walls
+                stage, kernel, dtype = path.parts[-4:-1]
+                rows.append(
+                    {
+                        "stage": stage,
+                        "kernel": kernel,
+                        "dtype": dtype,
+                        "shape": path.stem,
+                        "wall_s": float(first[header.index("s")]),
+                    }
+                )
+    return rows
 
 
 def overlapping_exclusive_sections(sections: list[tuple[str, float, float]]) -> int:
@@ -107,8 +118,11 @@ def summarize(results_dir: str | Path) -> dict[str, Any]:
             exclusive_by_case[case] = exclusive_by_case.get(case, 0.0) + (gpu or {}).get("exclusive_s", 0.0)
             if stage == "timing":
                 timed.add(case)
-    for stage, walls in _job_walls(results).items():
-        stages.setdefault(stage, {"jobs": len(walls)})["job_wall_s"] = sum(walls)
+    walls: dict[str, list[float]] = {}
+    for row in job_walls(results):
+        walls.setdefault(row["stage"], []).append(row["wall_s"])
+    for stage, stage_walls in walls.items():
+        stages.setdefault(stage, {"jobs": len(stage_walls)})["job_wall_s"] = sum(stage_walls)
     per_case = [exclusive_by_case[c] for c in sorted(timed) if c in exclusive_by_case]
     return {
         "device": specs["device"],
