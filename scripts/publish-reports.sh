@@ -18,15 +18,16 @@ results_of() {  # name -> the unpacked results/<key> directory of reports/<name>
   fi
   find "$tmp/$name/results" -mindepth 1 -maxdepth 1 -type d | head -n 1
 }
-for archive in reports/*/raw-results.tar.gz; do
-  name=$(basename "$(dirname "$archive")")
-  echo "report  $name"
-  "$python" -m kernelscope report --results "$(results_of "$name")" --out "reports/$name"
-done
+# comparisons first: a report links (and takes its 'reproduced' column from) the comparisons beside it
 for dir in reports/*/compare/*/; do
   a=$(basename "$(dirname "$(dirname "$dir")")"); b=$(basename "$dir")
   echo "compare $a vs $b"
   "$python" -m kernelscope compare --a "$(results_of "$a")" --b "$(results_of "$b")" --out "$dir" \
     --label-a "$a" --label-b "$b" > /dev/null
+done
+for archive in reports/*/raw-results.tar.gz; do
+  name=$(basename "$(dirname "$archive")")
+  echo "report  $name"
+  "$python" -m kernelscope report --results "$(results_of "$name")" --out "reports/$name"
 done
 "$python" -m kernelscope index --reports reports

@@ -420,3 +420,40 @@ def test_each_kernels_tolerance_is_live_at_each_dtype(spec, dtype):
         assert over["failure"] == f"seed 0: 1 elements outside atol={tol.atol:g} rtol={tol.rtol:g}", sign
         # one element of the whole output, one representable step beyond the bound, is enough
         assert over["seeds"][0]["n_bad"] == 1
+
+
+# what the invariants add: an output at the edge of the tolerance everywhere (every element as far from the
+# reference as the tolerance allows, signs alternating) passes the element-wise check by construction; at fp32
+# the row-sum, variance and exact-rounding invariants are tighter than that and must reject it, so they are live
+# inside the tolerance. At fp16/bf16 their limits (which scale with the dtype's epsilon) let it through.
+INVARIANT_REJECTS = {
+    ("layernorm", torch.float32): "normalised_variance_error",
+    ("softmax", torch.float32): "row_sum_error",
+    ("vector_add", torch.float16): "ulps_from_correctly_rounded",
+    ("vector_add", torch.float32): "ulps_from_correctly_rounded",
+}
+INVARIANT_CASES = [p for p in TOLERANCE_CASES if p.values[0].invariants]
+
+
+@pytest.mark.parametrize(("spec", "dtype"), INVARIANT_CASES)
+def test_the_invariants_judge_an_output_at_the_tolerance_edge(spec, dtype):
+    shape = spec.shape_sets["cpu"][0]
+    record = correctness.check_implementation(spec, _at_tolerance(spec, dtype, "within", 1.0), shape, dtype, (0, 1))
+    name = INVARIANT_REJECTS.get((spec.name, dtype))
+    if name is None:
+        assert record["status"] == "pass", record["failure"]
+    else:
+        assert record["status"] == "fail" and f": {name}=" in record["failure"], record["failure"]
+        assert "elements outside" not in record["failure"]  # the tolerance alone lets it through
+
+
+def test_the_relative_l2_error_of_an_all_zero_reference_is_the_absolute_one():
+    # no norm to divide by: the error is reported as it is (an exact output 0, an error of 3e-3 as 3e-3), never
+    # a division by zero, NaN or infinity that would hide whether the output was right
+    zero = torch.zeros(8, dtype=torch.float64)
+    assert correctness.compare(torch.zeros(8), zero, 1e-2, 0.0)["rel_l2_err"] == 0.0
+    off = torch.zeros(8)
+    off[3] = 3e-3
+    record = correctness.compare(off, zero, 1e-2, 0.0)
+    assert record["ok"] is True and record["rel_l2_err"] == pytest.approx(3e-3, rel=1e-6)
+    assert record["max_rel_err"] == pytest.approx(3e-3 / torch.finfo(torch.float64).tiny)  # huge, and finite

@@ -78,6 +78,35 @@ def test_result_that_breaks_its_schema_says_what_is_wrong(h200, tmp_path):
         results.load(bad)
 
 
+@pytest.mark.parametrize(
+    ("samples", "message"),
+    [
+        ([1.0, 2, float("nan"), 3.5], None),  # ints, floats and NaN are JSON Schema numbers
+        ([1.0, True, 2.0], r"True is not of type 'number' \(at implementations/0/samples_us/1\)"),
+        ([1.0, 2.0, "3.0"], r"'3.0' is not of type 'number' \(at implementations/0/samples_us/2\)"),
+        ([1.0, None], r"None is not of type 'number' \(at implementations/0/samples_us/1\)"),
+    ],
+)
+def test_the_fast_samples_check_gives_the_drafts_verdict_and_message(tmp_path, samples, message):
+    # results.load checks long arrays of numbers in one pass; the verdict and the message must stay the draft's
+    doc = {
+        "device": "d",
+        "kernel": "k",
+        "shape": "s",
+        "dtype": "t",
+        "primary_baseline": "torch",
+        "implementations": [{"implementation": "torch", "status": "ok", "samples_us": samples, "median_us": 1, "n": 1}],
+    }
+    path = tmp_path / "timing" / "k" / "t" / "s.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(doc))
+    if message is None:
+        assert results.load(path)["implementations"][0]["samples_us"][:2] == [1.0, 2]
+    else:
+        with pytest.raises(results.CorruptResult, match=message):
+            results.load(path)
+
+
 def test_a_job_reading_a_corrupt_input_fails_naming_it(tmp_path):
     from kernelscope import cli
 
