@@ -7,6 +7,7 @@ Mann-Whitney U test for "is A's distribution shifted from B's".
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +34,9 @@ def median_ci_order(samples: np.ndarray, confidence: float = 0.95) -> tuple[floa
     return float(x[lo]), float(x[hi])
 
 
+_BOOTSTRAP_RNG = "rng" if "rng" in inspect.signature(sps.bootstrap).parameters else "random_state"
+
+
 def bootstrap_median_ci(
     samples: Sequence[float], confidence: float = 0.95, resamples: int = 2000, seed: int = 0
 ) -> tuple[float, float]:
@@ -40,10 +44,10 @@ def bootstrap_median_ci(
     if len(x) < 3 or np.all(x == x[0]):
         return float(np.min(x)), float(np.max(x))
     kwargs = {"confidence_level": confidence, "n_resamples": resamples, "method": "percentile"}
-    try:  # scipy >= 1.15 names the generator ``rng``; older releases call it ``random_state``
-        res = sps.bootstrap((x,), np.median, rng=np.random.default_rng(seed), **kwargs)
-    except TypeError:
-        res = sps.bootstrap((x,), np.median, random_state=np.random.default_rng(seed), **kwargs)
+    # seeded, so that a re-render gives the same interval; scipy >= 1.15 names the generator ``rng``, older
+    # releases ``random_state`` (detected by the signature: a TypeError from the call itself must surface)
+    kwargs[_BOOTSTRAP_RNG] = np.random.default_rng(seed)
+    res = sps.bootstrap((x,), np.median, **kwargs)
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 

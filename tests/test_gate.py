@@ -19,7 +19,7 @@ import math
 import pytest
 import torch
 
-from kernelscope import correctness, registry
+from kernelscope import correctness, faults, registry
 from kernelscope.spec import Implementation, Invariant, KernelSpec, Shape, Tolerance, generator, randn
 
 N = 64
@@ -457,3 +457,33 @@ def test_the_relative_l2_error_of_an_all_zero_reference_is_the_absolute_one():
     record = correctness.compare(off, zero, 1e-2, 0.0)
     assert record["ok"] is True and record["rel_l2_err"] == pytest.approx(3e-3, rel=1e-6)
     assert record["max_rel_err"] == pytest.approx(3e-3 / torch.finfo(torch.float64).tiny)  # huge, and finite
+    # any non-zero norm divides, however small: a reference of norm 0.5 doubles the error
+    half = torch.zeros(8, dtype=torch.float64)
+    half[0] = 0.5
+    assert correctness.compare(off + half.float(), half, 1e-2, 0.0)["rel_l2_err"] == pytest.approx(6e-3, rel=1e-5)
+
+
+CompilationError = type("CompilationError", (Exception,), {})  # what triton raises, matched by name
+
+
+@pytest.mark.parametrize(
+    ("exc", "status"),
+    [
+        (faults.ImplementationTimeout("ran past the limit"), "timeout"),
+        (torch.OutOfMemoryError("CUDA out of memory"), "oom"),
+        (CompilationError("bad kernel"), "compile_error"),
+        (RuntimeError("boom"), "error"),
+    ],
+    ids=["timeout", "oom", "compile_error", "error"],
+)
+def test_every_kind_of_crash_is_recorded_as_itself_and_never_as_a_rejection(exc, status):
+    # a control that timed out, ran out of memory or failed to compile tested nothing about the tolerance
+    def crash(x, n):
+        raise exc
+
+    doc = correctness.check_case(_spec([_eager(crash, name="crashes")], invariants=()), SHAPE, torch.float32, SEEDS)
+    [control] = doc["negative_controls"]
+    assert control["status"] == status and control["rejected"] is False and doc["gate_live"] is False
+    assert control["control_error"] == f"{type(exc).__name__}: {exc}"
+    crashed = correctness.check_implementation(_spec(invariants=()), _eager(crash), SHAPE, torch.float32, SEEDS)
+    assert crashed["status"] == status

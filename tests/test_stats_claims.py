@@ -112,6 +112,25 @@ def test_order_statistic_median_ci_is_scipys_quantile_test_interval(n, ties):
         assert stats.median_ci_order(x, confidence) == (float(ci.low), float(ci.high))
 
 
+def test_the_bootstrap_median_ci_is_seeded_and_is_scipys_percentile_interval():
+    # a re-render must give the same interval (the published report is compared byte for byte), and the
+    # interval must be that of the median: the same call to scipy, written out here independently
+    from scipy.stats import bootstrap
+
+    x = np.random.default_rng(3).lognormal(3, 0.3, 60)
+    first = stats.bootstrap_median_ci(x)
+    assert first == stats.bootstrap_median_ci(x)
+    # the seed is used, not a fixed or a fresh draw (few resamples, so that two draws give other end points)
+    few = [stats.bootstrap_median_ci(x, resamples=50, seed=seed) for seed in (0, 0, 1)]
+    assert few[0] == few[1] != few[2]
+    seeded = {stats._BOOTSTRAP_RNG: np.random.default_rng(0)}  # scipy's name for it, as stats detects it
+    ref = bootstrap((x,), np.median, confidence_level=0.95, n_resamples=2000, method="percentile", **seeded)
+    ref = ref.confidence_interval
+    assert first == (float(ref.low), float(ref.high))
+    lo, hi = stats.bootstrap_median_ci(np.full(10, 5.0))  # no spread: the range, not a bootstrap
+    assert lo == hi == 5.0
+
+
 def test_aa_floor_of_identical_distributions_is_small():
     aa = stats.aa_floor(BASE[:100], BASE[100:])
     assert aa["rel_diff"] < 0.01
