@@ -24,6 +24,8 @@ from kernelscope import cli
 from workflow_support import ROOT
 
 PUBLISHED = ROOT / "reports" / "nvidia-h200"
+# the published card-against-card comparison: a rerun, so every rule of the comparison has pairs to judge
+COMPARED = "nvidia-h200-card2"
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +88,42 @@ def test_the_fresh_render_escapes_kernel_names_and_is_a_gpu_report(rendered):
     )
     assert "NVIDIA H200" in md and "INTERPRETER RUN" not in md and "WARM CACHE" not in md
     assert "compared by CUDA-graph replay" in md  # launch-bound pairs are not ranked by event medians
+
+
+@pytest.fixture(scope="module")
+def rendered_comparison(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("h200-compare")
+    for name in ("nvidia-h200", COMPARED):
+        with tarfile.open(ROOT / "reports" / name / "raw-results.tar.gz") as tar:
+            tar.extractall(root / name, filter="data")
+    out = root / "out"
+    # as scripts/publish-reports.sh renders it
+    cli.main(
+        [
+            "compare",
+            "--a",
+            str(root / "nvidia-h200" / "results" / "nvidia-h200"),
+            "--b",
+            str(root / COMPARED / "results" / COMPARED),
+            "--out",
+            str(out),
+            "--label-a",
+            "nvidia-h200",
+            "--label-b",
+            COMPARED,
+        ]
+    )
+    return out
+
+
+def test_the_published_comparison_is_what_the_code_renders(rendered_comparison):
+    """Every sentence and row of the published run-vs-run comparison, like the report's: a change to a
+    comparison rule, a refusal, a floor or an ordering shows as a diff of committed files."""
+    published = PUBLISHED / "compare" / COMPARED
+    diff = _diff(published / "report.md", rendered_comparison / "report.md")
+    if diff:
+        pytest.fail("the committed comparison differs from a fresh render:\n" + diff, pytrace=False)
+    files = sorted(p.name for p in rendered_comparison.iterdir() if p.is_file())
+    assert files == ["comparison.csv", "orderings.csv", "report.html", "report.md"]
+    stale = [f for f in files if (published / f).read_bytes() != (rendered_comparison / f).read_bytes()]
+    assert not stale, f"committed but differs from a fresh render: {stale}"
