@@ -373,3 +373,36 @@ def test_targets_are_scored_and_budget_refusals_are_not_called_failures(h200, tm
     said = claims.statements(data, tbl)["does_not_support"]
     assert any("declined by its own budget" in s for s in said)
     assert not any("failed" in s and "materialises" in s for s in said)
+
+
+def test_every_failed_or_crashed_record_and_every_dead_control_is_refused_by_name(h200):
+    """The report's 'does not support' list names each implementation that failed or crashed (each crash kind of
+    kernelscope.faults), and each negative control that crashed or was accepted, with the case and the reason."""
+    data = rundata.collect(h200)
+    case = next(
+        c
+        for c in data["cases"]
+        if c["correctness"]
+        and len(c["correctness"]["implementations"]) >= 5
+        and len(c["correctness"]["negative_controls"]) >= 2
+    )
+    where = f"{case['kernel']} {case['shape']} {case['dtype']}"
+    impls = case["correctness"]["implementations"]
+    kinds = ["fail", "error", "timeout", "oom", "compile_error"]
+    for rec, status in zip(impls, kinds, strict=False):
+        rec.update(status=status, failure=f"planted {status}")
+    controls = case["correctness"]["negative_controls"]
+    controls[0].update(rejected=False, status="oom", control_error="OutOfMemoryError: planted")
+    controls[1].update(rejected=False, status="pass", control_error=None)
+    said = claims.statements(data, rundata.tables(data))["does_not_support"]
+    for rec, status in zip(impls, kinds, strict=False):
+        outcome = "failed the gate" if status == "fail" else f"crashed ({status})"
+        assert f"Any timing of {rec['implementation']} on {where}: it {outcome}: planted {status}." in said
+    assert (
+        f"The correctness verdicts for {where}: the negative control {controls[0]['implementation']} crashed "
+        "(OutOfMemoryError: planted), so it did not test the tolerance there." in said
+    )
+    assert (
+        f"The correctness verdicts for {where}: the negative control {controls[1]['implementation']} was "
+        "accepted, so the gate is too loose there." in said
+    )
