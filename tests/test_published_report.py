@@ -127,3 +127,23 @@ def test_the_published_comparison_is_what_the_code_renders(rendered_comparison):
     assert files == ["comparison.csv", "orderings.csv", "report.html", "report.md"]
     stale = [f for f in files if (published / f).read_bytes() != (rendered_comparison / f).read_bytes()]
     assert not stale, f"committed but differs from a fresh render: {stale}"
+
+
+# an archived run resumed across commits and cards (092144d over 93b7ea7): the report's per-case commit and card
+# statements, which a single-commit run never reaches
+ARCHIVED = ROOT / "reports" / "nvidia-h200-092144d"
+
+
+def test_the_archived_resumed_run_is_what_the_code_renders(tmp_path):
+    with tarfile.open(ARCHIVED / "raw-results.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    out = tmp_path / "out"
+    shutil.copytree(ARCHIVED / "compare", out / "compare")
+    cli.main(["report", "--results", str(tmp_path / "results" / "nvidia-h200"), "--out", str(out)])
+    diff = _diff(ARCHIVED / "report.md", out / "report.md")
+    if diff:
+        pytest.fail("the archived report differs from a fresh render:\n" + diff, pytrace=False)
+    assert "(a run resumed across commits; each " in (out / "report.md").read_text()
+    files = [str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.suffix in (".csv", ".json", ".html")]
+    stale = [f for f in files if "compare" not in f and (ARCHIVED / f).read_bytes() != (out / f).read_bytes()]
+    assert "report.html" in files and not stale, stale
