@@ -83,7 +83,6 @@ def compare_samples(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
         "median_a_us": med_a,
         "median_b_us": med_b,
         "rel_diff": (med_a - med_b) / med_b if med_b > 0 else math.nan,
-        "speedup_b_over_a": med_b / med_a if med_a > 0 else math.nan,
         "mannwhitney_p": p,
         "n_a": int(len(a)),
         "n_b": int(len(b)),

@@ -1,5 +1,7 @@
 """The statistics and the claim rules, on recorded (synthetic, seeded) sample sets."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -129,6 +131,19 @@ def test_the_bootstrap_median_ci_is_seeded_and_is_scipys_percentile_interval():
     assert first == (float(ref.low), float(ref.high))
     lo, hi = stats.bootstrap_median_ci(np.full(10, 5.0))  # no spread: the range, not a bootstrap
     assert lo == hi == 5.0
+
+
+def test_compare_samples_of_sub_microsecond_kernels_and_tiny_sample_sets():
+    # medians below 1 µs are still divided (a relative difference, never NaN), and two samples a side still
+    # get a p-value (reported, but not testable: claims need MIN_SAMPLES_FOR_TEST)
+    a, b = [0.50, 0.51, 0.49] * 10, [0.60, 0.61, 0.59] * 10
+    cmp = stats.compare_samples(a, b)
+    assert cmp["median_a_us"] == 0.5 and cmp["median_b_us"] == 0.6
+    assert cmp["rel_diff"] == pytest.approx(-1 / 6) and cmp["testable"] is True and cmp["mannwhitney_p"] < 1e-6
+    two = stats.compare_samples([1.0, 1.1], [2.0, 2.1])
+    assert two["testable"] is False and two["mannwhitney_p"] == pytest.approx(1 / 3)
+    assert stats.compare_samples([1.0], [2.0])["mannwhitney_p"] == 1.0
+    assert math.isnan(stats.compare_samples([1.0, 1.0], [0.0, 0.0])["rel_diff"])  # nothing to divide by
 
 
 def test_aa_floor_of_identical_distributions_is_small():
