@@ -147,3 +147,23 @@ def test_the_archived_resumed_run_is_what_the_code_renders(tmp_path):
     files = [str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.suffix in (".csv", ".json", ".html")]
     stale = [f for f in files if "compare" not in f and (ARCHIVED / f).read_bytes() != (out / f).read_bytes()]
     assert "report.html" in files and not stale, stale
+
+
+def test_the_published_refused_comparison_is_what_the_code_renders(tmp_path):
+    """A refused comparison (fb2e875's default run against 092144d's session overlay: the timing settings
+    differ) keeps its reasons and its empty comparison.csv, byte for byte."""
+    a, b = "nvidia-h200-fb2e875", "nvidia-h200-092144d"
+    for name in (a, b):
+        with tarfile.open(ROOT / "reports" / name / "raw-results.tar.gz") as tar:
+            tar.extractall(tmp_path / name, filter="data")
+    out = tmp_path / "out"
+    run = [str(tmp_path / name / "results" / "nvidia-h200") for name in (a, b)]
+    cli.main(["compare", "--a", run[0], "--b", run[1], "--out", str(out), "--label-a", a, "--label-b", b])
+    published = ROOT / "reports" / a / "compare" / b
+    diff = _diff(published / "report.md", out / "report.md")
+    if diff:
+        pytest.fail("the committed refused comparison differs from a fresh render:\n" + diff, pytrace=False)
+    assert "Does not support any ranking of A against B, because:" in (out / "report.md").read_text()
+    files = sorted(p.name for p in out.iterdir() if p.is_file())
+    assert files == ["comparison.csv", "report.html", "report.md"]
+    assert all((published / f).read_bytes() == (out / f).read_bytes() for f in files)
