@@ -69,7 +69,7 @@ def schema(kind: str) -> dict[str, Any]:
 _DRAFT_ITEMS = jsonschema.Draft202012Validator.VALIDATORS["items"]
 
 
-def _items(validator, items, instance, schema):  # noqa: ANN001 (jsonschema's keyword signature)
+def _items(validator, items, instance, schema):
     """Draft 2020-12 ``items``, with a one-pass check of the common case ``items: {type: number}``.
 
     A timing file holds thousands of samples; descending into each one with the generic validator made loading

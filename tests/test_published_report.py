@@ -24,8 +24,6 @@ from kernelscope import cli
 from workflow_support import ROOT
 
 PUBLISHED = ROOT / "reports" / "nvidia-h200"
-# the published card-against-card comparison: a rerun, so every rule of the comparison has pairs to judge
-COMPARED = "nvidia-h200-card2"
 
 
 @pytest.fixture(scope="module")
@@ -90,80 +88,64 @@ def test_the_fresh_render_escapes_kernel_names_and_is_a_gpu_report(rendered):
     assert "compared by CUDA-graph replay" in md  # launch-bound pairs are not ranked by event medians
 
 
-@pytest.fixture(scope="module")
-def rendered_comparison(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("h200-compare")
-    for name in ("nvidia-h200", COMPARED):
-        with tarfile.open(ROOT / "reports" / name / "raw-results.tar.gz") as tar:
-            tar.extractall(root / name, filter="data")
-    out = root / "out"
-    # as scripts/publish-reports.sh renders it
-    cli.main(
-        [
-            "compare",
-            "--a",
-            str(root / "nvidia-h200" / "results" / "nvidia-h200"),
-            "--b",
-            str(root / COMPARED / "results" / COMPARED),
-            "--out",
-            str(out),
-            "--label-a",
-            "nvidia-h200",
-            "--label-b",
-            COMPARED,
-        ]
-    )
-    return out
+def _results(name: str, dest: Path) -> Path:
+    """Unpack reports/<name>/raw-results.tar.gz into ``dest``; its one results/<key> directory."""
+    with tarfile.open(ROOT / "reports" / name / "raw-results.tar.gz") as tar:
+        tar.extractall(dest, filter="data")
+    [results] = (dest / "results").iterdir()
+    return results
 
 
-def test_the_published_comparison_is_what_the_code_renders(rendered_comparison):
-    """Every sentence and row of the published run-vs-run comparison, like the report's: a change to a
-    comparison rule, a refusal, a floor or an ordering shows as a diff of committed files."""
-    published = PUBLISHED / "compare" / COMPARED
-    diff = _diff(published / "report.md", rendered_comparison / "report.md")
+def _same_bytes(published: Path, fresh: Path, files: list[str], what: str) -> None:
+    """report.md as a readable diff first, then every other file byte for byte."""
+    diff = _diff(published / "report.md", fresh / "report.md")
     if diff:
-        pytest.fail("the committed comparison differs from a fresh render:\n" + diff, pytrace=False)
-    files = sorted(p.name for p in rendered_comparison.iterdir() if p.is_file())
-    assert files == ["comparison.csv", "orderings.csv", "report.html", "report.md"]
-    stale = [f for f in files if (published / f).read_bytes() != (rendered_comparison / f).read_bytes()]
+        pytest.fail(f"the committed {what} differs from a fresh render:\n" + diff, pytrace=False)
+    stale = [f for f in files if (published / f).read_bytes() != (fresh / f).read_bytes()]
     assert not stale, f"committed but differs from a fresh render: {stale}"
 
 
-# an archived run resumed across commits and cards (092144d over 93b7ea7): the report's per-case commit and card
-# statements, which a single-commit run never reaches
-ARCHIVED = ROOT / "reports" / "nvidia-h200-092144d"
+@pytest.mark.parametrize(
+    ("a", "b", "files", "says"),
+    [
+        # a rerun, so every rule of the comparison has pairs to judge
+        (
+            "nvidia-h200",
+            "nvidia-h200-card2",
+            ["comparison.csv", "orderings.csv", "report.html", "report.md"],
+            "reproduced: no difference resolved",
+        ),
+        # refused (fb2e875's default run against 092144d's session overlay: the timing settings differ): the
+        # reasons, and a comparison.csv with its header only
+        (
+            "nvidia-h200-fb2e875",
+            "nvidia-h200-092144d",
+            ["comparison.csv", "report.html", "report.md"],
+            "Does not support any ranking of A against B, because:",
+        ),
+    ],
+    ids=["rerun", "refused"],
+)
+def test_the_published_comparisons_are_what_the_code_renders(tmp_path, a, b, files, says):
+    """Every sentence and row of a published run-vs-run comparison, like the report's: a change to a comparison
+    rule, a refusal, a floor or an ordering shows as a diff of committed files."""
+    out = tmp_path / "out"
+    run_a, run_b = _results(a, tmp_path / a), _results(b, tmp_path / b)
+    # as scripts/publish-reports.sh renders it
+    cli.main(["compare", "--a", str(run_a), "--b", str(run_b), "--out", str(out), "--label-a", a, "--label-b", b])
+    assert sorted(p.name for p in out.iterdir() if p.is_file()) == files
+    _same_bytes(ROOT / "reports" / a / "compare" / b, out, files, "comparison")
+    assert says in (out / "report.md").read_text()
 
 
 def test_the_archived_resumed_run_is_what_the_code_renders(tmp_path):
-    with tarfile.open(ARCHIVED / "raw-results.tar.gz") as tar:
-        tar.extractall(tmp_path, filter="data")
+    """An archived run resumed across commits and cards (092144d over 93b7ea7): the report's per-case commit and
+    card statements, which a single-commit run never reaches."""
+    archived = ROOT / "reports" / "nvidia-h200-092144d"
     out = tmp_path / "out"
-    shutil.copytree(ARCHIVED / "compare", out / "compare")
-    cli.main(["report", "--results", str(tmp_path / "results" / "nvidia-h200"), "--out", str(out)])
-    diff = _diff(ARCHIVED / "report.md", out / "report.md")
-    if diff:
-        pytest.fail("the archived report differs from a fresh render:\n" + diff, pytrace=False)
-    assert "(a run resumed across commits; each " in (out / "report.md").read_text()
+    shutil.copytree(archived / "compare", out / "compare")
+    cli.main(["report", "--results", str(_results(archived.name, tmp_path)), "--out", str(out)])
     files = [str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.suffix in (".csv", ".json", ".html")]
-    stale = [f for f in files if "compare" not in f and (ARCHIVED / f).read_bytes() != (out / f).read_bytes()]
-    assert "report.html" in files and not stale, stale
-
-
-def test_the_published_refused_comparison_is_what_the_code_renders(tmp_path):
-    """A refused comparison (fb2e875's default run against 092144d's session overlay: the timing settings
-    differ) keeps its reasons and its empty comparison.csv, byte for byte."""
-    a, b = "nvidia-h200-fb2e875", "nvidia-h200-092144d"
-    for name in (a, b):
-        with tarfile.open(ROOT / "reports" / name / "raw-results.tar.gz") as tar:
-            tar.extractall(tmp_path / name, filter="data")
-    out = tmp_path / "out"
-    run = [str(tmp_path / name / "results" / "nvidia-h200") for name in (a, b)]
-    cli.main(["compare", "--a", run[0], "--b", run[1], "--out", str(out), "--label-a", a, "--label-b", b])
-    published = ROOT / "reports" / a / "compare" / b
-    diff = _diff(published / "report.md", out / "report.md")
-    if diff:
-        pytest.fail("the committed refused comparison differs from a fresh render:\n" + diff, pytrace=False)
-    assert "Does not support any ranking of A against B, because:" in (out / "report.md").read_text()
-    files = sorted(p.name for p in out.iterdir() if p.is_file())
-    assert files == ["comparison.csv", "report.html", "report.md"]
-    assert all((published / f).read_bytes() == (out / f).read_bytes() for f in files)
+    assert "report.html" in files
+    _same_bytes(archived, out, [f for f in files if "compare" not in f], "archived report")
+    assert "(a run resumed across commits; each " in (out / "report.md").read_text()
