@@ -195,8 +195,19 @@ def cmd_timing(args) -> None:
     settings = timing.TimingSettings.from_config(specs["timing"])
     gate = _load(args.correctness)
     failed = {r["implementation"]: r.get("failure") for r in gate["implementations"] if r.get("ok") is False}
+    timing.prepare_device_basis()
+    seed_case = any(
+        (r.get("kernel"), r.get("shape"), r.get("dtype")) == (case["kernel"], case["shape"], case["dtype"])
+        for r in specs.get("external_references", [])
+    )
     result = timing_stage.time_case(
-        spec, shape, dtype, sweep.best_configs(_load(args.sweep)), settings, failed_correctness=failed
+        spec,
+        shape,
+        dtype,
+        sweep.best_configs(_load(args.sweep)),
+        settings,
+        failed_correctness=failed,
+        seed_method=seed_case,
     )
     _write_json(args.out, {**_case_header(specs, case), "cold_caches": args.cold_caches, **result})
 

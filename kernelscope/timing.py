@@ -13,6 +13,7 @@ median, or when ``max_time_s`` / ``max_samples`` is reached; then ``target_reach
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import threading
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernelscope import clocks, runtime, stats
+from kernelscope import clocks, devicetime, runtime, stats
 
 #: per-thread switch read by the wrapped ``JITFunction.run`` (see compile_only)
 _COMPILE_ONLY = threading.local()
@@ -44,6 +45,19 @@ class TimingSettings:
     clock_warmup_s: float = 0.3
     batch: int = 10
     head_start_us_per_sample: float = 100.0
+    # device time from CUPTI kernel records (kernelscope.devicetime): about device_time_s of device work
+    # per record, between device_min_samples and device_max_samples calls (0 turns the basis off)
+    device_time_s: float = 0.1
+    device_min_samples: int = 50
+    device_max_samples: int = 1000
+    # records whose device time is at least sustained_above_us are also measured under sustained load:
+    # sustained_warm_s of back-to-back calls first, then sustained_samples calls with no idle between them
+    sustained_above_us: float = 200.0
+    sustained_warm_s: float = 1.0
+    sustained_samples: int = 30
+    # the seed document's method for the cases it names (per-sample synchronisation, warm L2)
+    seed_warmup: int = 25
+    seed_rounds: int = 100
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> TimingSettings:
@@ -342,3 +356,129 @@ def host_wall_us(fn: Callable[[], Any], calls: int) -> float:
     t1 = time.perf_counter()
     runtime.synchronize()
     return (t1 - t0) * 1e6 / calls
+
+
+def prepare_device_basis() -> None:
+    """Compile the delimiter kernel and start CUPTI once (its first start takes a while), outside any GPU
+    lock; a failure here is recorded by the measurement that fails again."""
+    if runtime.select_backend() != "cuda":
+        return
+    with contextlib.suppress(Exception):  # an empty closure runs no device work: sample() says so, as expected
+        devicetime.sample(lambda: None, _delimiter(L2Flusher(False)), 1, 1, lambda k: None, torch.cuda.synchronize)
+
+
+def _delimiter(flush: L2Flusher) -> devicetime.Delimiter:
+    """The delimiter between calls: over the flush buffer (each delimiter flushes the L2) or 16 words (Triton
+    specialises a length of 1, and a second compile would fall inside the GPU lock)."""
+    buffer = (
+        flush.buffer
+        if flush.active
+        else torch.empty(devicetime.Delimiter.SMALL, dtype=torch.int32, device=runtime.device())
+    )
+    return devicetime.Delimiter(buffer)
+
+
+def _device_calls(settings: TimingSettings, estimate_us: float) -> int:
+    n = int(settings.device_time_s * 1e6 / max(estimate_us, 1e-3))
+    return max(settings.device_min_samples, min(settings.device_max_samples, n))
+
+
+def _device_record(
+    calls: list[dict[str, Any]], readings: list[dict[str, Any]], monitor, **fields: Any
+) -> dict[str, Any]:
+    rec = {**devicetime.summary(calls), **fields}
+    if monitor is not None:
+        rec["clocks"] = clocks.flag_samples(readings, monitor.steady_sm_mhz)
+    return rec
+
+
+def measure_device(
+    fn: Callable[[], Any],
+    settings: TimingSettings,
+    flush: L2Flusher,
+    estimate_us: float,
+    monitor: clocks.ClockMonitor | None = None,
+) -> dict[str, Any]:
+    """Device time per call from CUPTI kernel records (:mod:`kernelscope.devicetime`), in the regime the
+    event samples are taken in ("burst": batches behind a GPU sleep, the host synchronising between
+    batches). ``estimate_us`` (the event median) sets how many calls make about ``device_time_s``."""
+    if runtime.select_backend() != "cuda" or settings.device_time_s <= 0:
+        return {"status": "skipped", "reason": "device timestamps need a CUDA device"}
+    try:
+        delimiter = _delimiter(flush)
+        n = _device_calls(settings, estimate_us)
+        calls, readings = devicetime.sample(
+            fn,
+            delimiter,
+            n,
+            max(1, settings.batch),
+            lambda k: _gpu_sleep(settings.head_start_us_per_sample * k),
+            torch.cuda.synchronize,
+            monitor,
+        )
+        return _device_record(calls, readings, monitor, regime="burst", l2_flushed=delimiter.flushes)
+    except Exception as exc:  # noqa: BLE001 - no CUPTI (a container without it), a record lost: recorded
+        torch.cuda.synchronize()
+        return {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def measure_sustained(
+    fn: Callable[[], Any], settings: TimingSettings, flush: L2Flusher, monitor: clocks.ClockMonitor | None = None
+) -> dict[str, Any]:
+    """Device time per call under sustained load: ``sustained_warm_s`` of back-to-back calls (so a
+    power-bound kernel reaches the clock its power cap allows), then ``sustained_samples`` calls enqueued
+    at once, with no idle between them. The clock and power at the end of the warm-up are recorded."""
+    if runtime.select_backend() != "cuda" or settings.sustained_samples <= 0:
+        return {"status": "skipped", "reason": "device timestamps need a CUDA device"}
+    state: dict[str, Any] = {}
+
+    def warm(_: int) -> None:  # inside the profiler session: its kernels come before the first delimiter
+        t_end = time.perf_counter() + settings.sustained_warm_s
+        while time.perf_counter() < t_end:
+            for _ in range(5):
+                flush()
+                fn()
+            torch.cuda.synchronize()
+        state["after_warmup"] = monitor.read() if monitor is not None else {}
+
+    try:
+        delimiter = _delimiter(flush)
+        n = settings.sustained_samples
+        calls, readings = devicetime.sample(fn, delimiter, n, n, warm, torch.cuda.synchronize, monitor)
+        return _device_record(
+            calls,
+            readings,
+            monitor,
+            regime="sustained",
+            l2_flushed=delimiter.flushes,
+            warm_s=settings.sustained_warm_s,
+            after_warmup=state.get("after_warmup"),
+        )
+    except Exception as exc:  # noqa: BLE001 - as measure_device
+        torch.cuda.synchronize()
+        return {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def seed_method(fn: Callable[[], Any], settings: TimingSettings) -> dict[str, Any]:
+    """The seed document's own method (seed 000, ``benchmark_us``): ``seed_warmup`` calls, then
+    ``seed_rounds`` samples, each an event pair around one call followed by a synchronisation, no L2
+    flush. Each sample then holds the host's launch path as well as the kernel, with the L2 warm."""
+    if runtime.select_backend() != "cuda":
+        return {"status": "skipped", "reason": "the seed's method times CUDA events"}
+    for _ in range(settings.seed_warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(settings.seed_rounds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3)
+    return {
+        "status": "ok",
+        "method": "seed 000: per-sample synchronisation, warm L2",
+        **stats.summarize(samples),
+        "samples_us": [round(x, 4) for x in samples],
+    }

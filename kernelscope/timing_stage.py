@@ -74,6 +74,7 @@ def _measure(
     monitor: clocks.ClockMonitor | None,
     flush: timing.L2Flusher,
     block: str | None = None,
+    seed_method: bool = False,
 ) -> dict[str, Any]:
     # A2 measures A1's closure again: its preparation, compile and first call belong to A1
     rec = {
@@ -89,6 +90,7 @@ def _measure(
             rec.update(timing.measure(prepared.fn, settings, monitor, with_first_call=False, flush=flush))
             if wants_graph(rec, settings):
                 _add_graph(rec, prepared, settings, flush)
+            _add_device(rec, prepared, settings, monitor, flush, seed_method)
         rec["status"] = "ok"
     except Exception as exc:  # noqa: BLE001 - a failing (hanging, OOM) implementation is recorded; the others run
         rec = _error(rec, exc)
@@ -96,6 +98,28 @@ def _measure(
     # replay and host timing (``wall_s`` is the sampling alone)
     rec["job_wall_s"] = (prepared.wall_s if block != "A2" else 0.0) + time.perf_counter() - started
     return rec
+
+
+def _add_device(
+    rec: dict[str, Any],
+    prepared: _Prepared,
+    settings: timing.TimingSettings,
+    monitor: clocks.ClockMonitor | None,
+    flush: timing.L2Flusher,
+    seed_method: bool,
+) -> None:
+    """The device-time basis (CUPTI kernel timestamps), sustained load for long records, host launch cost
+    per call, and the seed document's method where the case is one the seed measured."""
+    if runtime.select_backend() != "cuda":
+        return
+    rec["device"] = timing.measure_device(prepared.fn, settings, flush, rec["median_us"], monitor)
+    device_us = rec["device"].get("median_us", rec["median_us"])
+    if device_us >= settings.sustained_above_us:
+        rec["sustained"] = timing.measure_sustained(prepared.fn, settings, flush, monitor)
+    if rec.get("host_wall_us") is None:  # a long kernel's launch cost: few calls, enough to average
+        rec["host_wall_us"] = timing.host_wall_us(prepared.fn, max(3, min(settings.host_calls, int(5e3 / device_us))))
+    if seed_method:
+        rec["seed_method"] = timing.seed_method(prepared.fn, settings)
 
 
 def _add_graph(
@@ -113,6 +137,7 @@ def time_case(
     settings: timing.TimingSettings,
     failed_correctness: Mapping[str, str] | None = None,
     seed: int = 0,
+    seed_method: bool = False,
 ) -> dict[str, Any]:
     """``best_configs`` maps each Triton variant to the config its sweep chose (absent: no valid config).
     Implementations in ``failed_correctness`` are not timed: a fast wrong kernel is not a result.
@@ -173,7 +198,7 @@ def time_case(
         for i, slot in enumerate([*slots, slots[0]]):
             block = "A1" if i == 0 else "A2" if i == len(slots) else None
             if isinstance(slot, _Prepared):
-                results.append(_measure(slot, settings, monitor, flush, block))
+                results.append(_measure(slot, settings, monitor, flush, block, seed_method and block != "A2"))
             else:
                 results.append({**slot, **({"block": block} if block else {})})
         # a launch-bound record is compared by graph replay, which needs the other side's graph too

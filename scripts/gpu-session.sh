@@ -7,6 +7,9 @@
 #       --cores (nproc / number of labels): e.g. two single-card runs of one commit on two cards
 #   scripts/gpu-session.sh OUT LIMIT_S all-cards LABEL
 #       one run over every card of the host (--cores nproc)
+#   scripts/gpu-session.sh OUT LIMIT_S same-card LABEL [LABEL ...]
+#       one independent run per label, all at once on the host's first card (they share its lock, so
+#       their samples never overlap), --cores (nproc / number of labels): reruns in separate processes
 #
 # Extra Snakemake arguments go in SNAKEMAKE_ARGS. Runs stop at LIMIT_S (SIGINT) and resume when the script
 # is started again on the same machine (results/ stays; Snakemake reruns incomplete jobs). Each run's
@@ -37,10 +40,13 @@ run() {  # label cores [card]
    tar czf "$out/$label.tar.gz" "results/$label" "reports/$label" "logs/$label" 2>/dev/null)
 }
 SECONDS=0
-if [ "$mode" = per-card ]; then
-  [ ${#labels[@]} -le ${#uuids[@]} ] || { echo "more labels than cards" >&2; exit 2; }
+if [ "$mode" = per-card ] || [ "$mode" = same-card ]; then
+  [ "$mode" = same-card ] || [ ${#labels[@]} -le ${#uuids[@]} ] || { echo "more labels than cards" >&2; exit 2; }
   cores=$(( $(nproc) / ${#labels[@]} ))
-  for i in "${!labels[@]}"; do run "${labels[$i]}" "$cores" "${uuids[$i]}" & done
+  for i in "${!labels[@]}"; do
+    card=${uuids[$i]:-}; [ "$mode" = same-card ] && card=${uuids[0]}
+    run "${labels[$i]}" "$cores" "$card" &
+  done
   wait
 else
   run "${labels[0]}" "$(nproc)"
