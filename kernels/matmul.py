@@ -485,8 +485,6 @@ def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
         if reason:
             raise ValueError(f"config asks for TMA=1 but {reason}")
         _SCRATCH.reserve(grid[0] * 3 * DESCRIPTOR_BYTES, a.device)
-        # A ContextVar read at launch: set here, in the process and thread that will launch.
-        triton.set_allocator(_SCRATCH)
     args = (a, b, out, M, N, K, *_strides(a, b, out))
     meta = {
         **_meta(config, a.dtype),
@@ -497,6 +495,11 @@ def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
     }
 
     def run() -> torch.Tensor:
+        if use_tma:
+            # a ContextVar read at launch, so it is set in the thread that launches: a sweep prepares (and
+            # compiles) in worker threads and launches in the main one, where an allocator set at
+            # prepare time is not seen (every TMA config of the sweep failed so until this)
+            triton.set_allocator(_SCRATCH)
         _matmul_persistent_kernel[grid](*args, **meta)
         return out
 

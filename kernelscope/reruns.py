@@ -1,0 +1,205 @@
+"""Rerun calibration: how far one implementation's median moves between independent runs, per timing basis
+and size class, measured from the runs themselves rather than assumed.
+
+Every run is a ``results/<label>/`` folder of timing records (separate processes; separate cards or
+machines where the runs were made so). For each implementation timed in two runs, on each basis both runs
+recorded, the relative difference of the medians ``|b - a| / a`` is one observation of rerun variability.
+Observations are grouped by basis and by the size class of the measured time, and each group's spread is
+summarised (median, 95th percentile, maximum, count, and which run pairs it came from).
+
+The record this writes (``python -m kernelscope.reruns RUN_DIR RUN_DIR ... --out FILE``) is a published
+artefact: the claim rules read the floor of a basis and size class from it (``floor``), and a report names
+the file and its trials. It needs no torch: it reads result files only.
+
+Bases (``BASES``):
+
+* ``device``: the sum of the call's kernel durations from CUPTI records, cold L2 (kernelscope.devicetime);
+* ``device_span``: first kernel start to last kernel end of the call, same records;
+* ``event``: CUDA events around each call, batched behind a GPU sleep (the time a caller's stream sees);
+* ``graph``: CUDA-graph replay per call, the flush replayed alone and subtracted (back-to-back calls);
+* ``sustained``: device time after a second of back-to-back load (the power regime of continuous use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kernelscope import results
+
+BASES = ("device", "device_span", "event", "graph", "sustained")
+#: upper edges (µs) of the size classes; the last class is open
+SIZE_EDGES_US = (5.0, 20.0, 100.0, 1000.0)
+#: the share of observations a floor must cover (the floor is this quantile of the observed differences)
+FLOOR_QUANTILE = 0.95
+
+
+def basis_median(rec: Mapping[str, Any], basis: str) -> float | None:
+    """A timing record's median on ``basis``, or None where the record has none."""
+    if rec.get("status") != "ok":
+        return None
+    if basis == "event":
+        return rec.get("median_us")
+    sub = rec.get({"device_span": "device"}.get(basis, basis)) or {}
+    if sub.get("status") != "ok":
+        return None
+    return sub.get("span_median_us" if basis == "device_span" else "median_us")
+
+
+def size_class(us: float) -> str:
+    lo = 0.0
+    for hi in SIZE_EDGES_US:
+        if us < hi:
+            return f"{lo:g}-{hi:g} us"
+        lo = hi
+    return f">={lo:g} us"
+
+
+def _medians(run: Path) -> dict[tuple[str, ...], dict[str, float]]:
+    """(kernel, dtype, shape, implementation) -> basis -> median, for the first block of each implementation."""
+    out: dict[tuple[str, ...], dict[str, float]] = {}
+    for path in sorted((run / "timing").glob("*/*/*.json")):
+        doc = results.load(path, "timing")
+        for rec in doc["implementations"]:
+            if rec.get("block") == "A2":
+                continue
+            key = (doc["kernel"], doc["dtype"], doc["shape"], rec["implementation"])
+            meds = {b: m for b in BASES if (m := basis_median(rec, b)) is not None and m > 0}
+            if meds:
+                out[key] = meds
+    return out
+
+
+def observations(runs: Mapping[str, Path]) -> list[dict[str, Any]]:
+    """One row per implementation, basis and pair of runs that both timed it: the two medians and their
+    relative difference; its size class is that of the device-time median (the same class on every basis)."""
+    medians = {label: _medians(path) for label, path in runs.items()}
+    rows = []
+    for (la, ma), (lb, mb) in itertools.combinations(medians.items(), 2):
+        for key in sorted(set(ma) & set(mb)):
+            ref = ma[key].get("device") or ma[key].get("event")
+            for basis in BASES:
+                a, b = ma[key].get(basis), mb[key].get(basis)
+                if a is None or b is None:
+                    continue
+                rows.append(
+                    {
+                        "kernel": key[0],
+                        "dtype": key[1],
+                        "shape": key[2],
+                        "implementation": key[3],
+                        "basis": basis,
+                        "size_class": size_class(ref),
+                        "runs": f"{la} vs {lb}",
+                        "a_us": a,
+                        "b_us": b,
+                        "rel_diff": abs(b - a) / a,
+                    }
+                )
+    return rows
+
+
+def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per basis and size class: the count, median, 95th percentile and maximum of the relative differences."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        groups.setdefault((r["basis"], r["size_class"]), []).append(r["rel_diff"])
+    order = {b: i for i, b in enumerate(BASES)}
+    out = []
+    for (basis, cls), diffs in sorted(groups.items(), key=lambda kv: (order[kv[0][0]], _class_order(kv[0][1]))):
+        x = np.asarray(diffs)
+        out.append(
+            {
+                "basis": basis,
+                "size_class": cls,
+                "n": len(x),
+                "median_rel": float(np.median(x)),
+                "p95_rel": float(np.quantile(x, FLOOR_QUANTILE)),
+                "max_rel": float(np.max(x)),
+            }
+        )
+    return out
+
+
+def _class_order(cls: str) -> float:
+    return float(cls.lstrip(">=").split("-")[0].split(" ")[0])
+
+
+def calibrate(runs: Mapping[str, Path], how: str = "") -> dict[str, Any]:
+    """The calibration record of a set of runs: where each came from, every observation, the summary."""
+    provenance = {}
+    for label, path in runs.items():
+        env = results.load(path / "environment.json", "environment") if (path / "environment.json").exists() else {}
+        gpu = env.get("gpu") or {}
+        provenance[label] = {
+            "gpu": gpu.get("name"),
+            "uuid": gpu.get("uuid"),
+            "host": (env.get("host") or {}).get("hostname"),
+            "torch": (env.get("software") or {}).get("torch") or env.get("torch"),
+            "triton": (env.get("software") or {}).get("triton") or env.get("triton"),
+            "commit": (env.get("git") or {}).get("commit") or env.get("commit"),
+        }
+    rows = observations(runs)
+    return {
+        "kind": "rerun calibration",
+        "how": how,
+        "floor_quantile": FLOOR_QUANTILE,
+        "size_edges_us": list(SIZE_EDGES_US),
+        "runs": provenance,
+        "summary": summarise(rows),
+        "observations": rows,
+    }
+
+
+def floor(calibration: Mapping[str, Any] | None, basis: str, us: float) -> dict[str, Any] | None:
+    """The rerun floor of ``basis`` for a time of ``us``: the calibrated quantile of the relative differences
+    between independent runs in that size class, with its count of observations and trials. None where the
+    calibration has no such group (no calibration, or that basis was not measured in that size class)."""
+    if not calibration:
+        return None
+    cls = size_class(us)
+    for row in calibration.get("summary", []):
+        if row["basis"] == basis and row["size_class"] == cls:
+            return {"rel": row["p95_rel"], "n": row["n"], "size_class": cls, "trials": len(calibration.get("runs", {}))}
+    return None
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", type=Path, help="results/<label>/ folders of independent runs")
+    ap.add_argument("--out", type=Path, required=True, help="the calibration record to write (JSON)")
+    ap.add_argument("--how", default="", help="how the runs were made (processes, cards, machines)")
+    args = ap.parse_args(list(argv) if argv is not None else None)
+    missing = [str(p) for p in args.runs if not (p / "timing").is_dir()]
+    if missing:
+        print(f"not a run's results folder (no timing/ inside): {', '.join(missing)}", file=sys.stderr)
+        return 2
+    labels = [p.name for p in args.runs]
+    if len(set(labels)) != len(labels):
+        print("two runs share a folder name; name each run's folder by its label", file=sys.stderr)
+        return 2
+    record = calibrate(dict(zip(labels, args.runs, strict=True)), args.how)
+    results.write_text(args.out, json.dumps(record, indent=1, default=_finite) + "\n")
+    width = max(len(r["size_class"]) for r in record["summary"]) if record["summary"] else 10
+    for r in record["summary"]:
+        print(
+            f"{r['basis']:<12} {r['size_class']:<{width}} n={r['n']:<4} median {r['median_rel']:.2%} "
+            f"p95 {r['p95_rel']:.2%} max {r['max_rel']:.2%}"
+        )
+    return 0
+
+
+def _finite(x: Any) -> Any:
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+if __name__ == "__main__":
+    sys.exit(main())
