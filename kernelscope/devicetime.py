@@ -167,12 +167,15 @@ def sample(
     head_start: Callable[[int], Any],
     synchronize: Callable[[], None],
     monitor=None,
-    profile_factory: Callable[[], Any] = _default_profile,
-    records: Callable[[Any], list[DeviceRecord]] = read_records,
+    profile_factory: Callable[[], Any] | None = None,
+    records: Callable[[Any], list[DeviceRecord]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``n`` calls of ``fn`` in one profiler session, in batches of ``batch`` behind ``head_start(batch)``
     (a GPU sleep); after each batch the host synchronises and reads the clocks once (``monitor``). Returns
-    the per-call device times and a clock reading per call."""
+    the per-call device times and a clock reading per call. ``profile_factory`` and ``records`` default to
+    the module's ``_default_profile`` and ``read_records``, looked up at call time (a test replaces them)."""
+    profile_factory = profile_factory or _default_profile
+    records = records or read_records
     delimiter.kinds.clear()
     readings: list[dict[str, Any]] = []
     with profile_factory() as prof:

@@ -321,8 +321,8 @@ def test_time_case_graph_for_short_records(standin_cuda: StandinDevice):
     doc = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_a": {}}, _settings(graph_below_us=50))
     with_graph = [(r["implementation"], r.get("block")) for r in doc["implementations"] if "graph" in r]
     assert with_graph == [("torch", "A1"), ("torch", "A2")]
-    for rec in doc["implementations"]:
-        assert ("host_wall_us" in rec) == ("graph" in rec)
+    # every timed record has its host launch cost (long ones too: launch-bound is judged against it)
+    assert all("host_wall_us" in rec for rec in doc["implementations"])
     graph = doc["implementations"][0]["graph"]
     assert graph["l2"] == "flushed" and graph["median_us"] == 20.0
 
