@@ -130,6 +130,20 @@ def results_key(config: Mapping[str, Any]) -> str:
     return slug(config["label"]) if config.get("label") else device_key(config)
 
 
+def rerun_calibration(config: Mapping[str, Any], target: str, root: str | Path = ".") -> str | None:
+    """The rerun calibration record for a run (``kernelscope.reruns``): the config's ``rerun_calibration``
+    (which must exist), else ``calibration/<target>.json`` where it exists, else None."""
+    given = config.get("rerun_calibration")
+    if given:
+        if not Path(root, given).is_file():
+            raise ValueError(
+                f"config rerun_calibration: {given} does not exist (python -m kernelscope.reruns writes one)"
+            )
+        return str(given)
+    published = Path("calibration") / f"{target}.json"
+    return str(published) if Path(root, published).is_file() else None
+
+
 def is_interpreter(key: str) -> bool:
     return key == INTERPRETER_KEY
 

@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kernelscope import environment, rundata, stats
+from kernelscope import environment, reruns, rundata, stats
 
 ALPHA = 0.01
 MIN_EFFECT = 0.01  # a 1 % difference is the smallest we state even with a tighter A/A floor
@@ -32,6 +32,12 @@ FASTER = "faster"
 SLOWER = "slower"
 UNRESOLVED = "no difference resolved"
 NOT_COMPARABLE = "not comparable"
+#: opposite orderings under burst and sustained load: a property of the power regime, not a plain claim
+REGIME_DEPENDENT = "regime-dependent"
+
+#: the bases a device-speed claim is made on, by what each measures (docs/timing-basis.md says why)
+DEVICE_BASIS = "device time (CUPTI kernel timestamps, cold L2)"
+SUSTAINED_BASIS = "device time under sustained load (CUPTI kernel timestamps, cold L2)"
 
 
 def flagged_fraction(rec: Mapping[str, Any]) -> tuple[int, int]:
@@ -59,6 +65,11 @@ def starved_fraction(rec: Mapping[str, Any]) -> float:
     return 0.0
 
 
+def has_device_time(rec: Mapping[str, Any], key: str = "device") -> bool:
+    """Whether a timed record carries device time on basis ``key`` ("device" or "sustained")."""
+    return rec.get("status") == "ok" and (rec.get(key) or {}).get("status") == "ok"
+
+
 def launch_bound(rec: Mapping[str, Any]) -> bool:
     """Whether a record's event median may measure host launch latency rather than the kernel.
 
@@ -68,7 +79,13 @@ def launch_bound(rec: Mapping[str, Any]) -> bool:
     launch-bound when their median exceeds ``LAUNCH_BOUND_RATIO`` times the graph replay time, where one
     was recorded. A launch-bound record is compared by CUDA-graph replay, or not by device time at all."""
     if str(rec.get("enqueue", "")).startswith("batched"):
-        return starved_fraction(rec) > STARVED_LIMIT
+        if starved_fraction(rec) <= STARVED_LIMIT:
+            return False
+        # a late launch holds a gap only where the device outruns the host: a kernel whose device time is
+        # far above its host launch cost cannot wait for its own launch, whatever the late-launch count
+        device_us = (rec.get("device") or {}).get("median_us") if has_device_time(rec) else None
+        host_us = rec.get("host_wall_us")
+        return not (device_us and host_us and device_us > LAUNCH_BOUND_RATIO * host_us)
     graph = rec.get("graph") or {}
     return graph.get("status") == "ok" and rec.get("median_us", 0) > LAUNCH_BOUND_RATIO * graph["median_us"]
 
@@ -86,18 +103,107 @@ def _graph_view(rec: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _basis_view(rec: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """The record as its device-time samples on basis ``key`` (no launch gaps in them to count)."""
+    sub = rec[key]
+    dropped = (
+        "graph",
+        "enqueue",
+        "batches",
+        "starved_batches",
+        "starved_samples",
+        "device",
+        "sustained",
+        "seed_method",
+    )
+    view = {k: v for k, v in rec.items() if k not in dropped}
+    return {
+        **view,
+        "samples_us": sub["samples_us"],
+        "median_us": sub["median_us"],
+        "n": len(sub["samples_us"]),
+        "clocks": sub.get("clocks"),
+    }
+
+
+def rerun_floor(calibration: Mapping[str, Any] | None, basis: str, a_us: float, b_us: float) -> dict[str, Any] | None:
+    """The calibrated rerun floor for a pair: that of the smaller time's size class (where relative noise is
+    the larger)."""
+    return reruns.floor(calibration, basis, min(a_us, b_us))
+
+
+def _device_compare(
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    key: str,
+    aa_rel: float | None,
+    calibration: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The claim rules on device time: the floor is the largest of the job's A/A floor on this basis, the
+    rerun floor calibrated for this basis and size class, and ``MIN_EFFECT``. Without a calibrated floor no
+    ordering is claimed: the in-job A/A floor cannot see what another process or machine does."""
+    va, vb = _basis_view(a, key), _basis_view(b, key)
+    floor = rerun_floor(calibration, key, va["median_us"], vb["median_us"])
+    claim = compare(va, vb, max(aa_rel or 0.0, floor["rel"] if floor else 0.0), interpreter=False)
+    claim["basis"] = DEVICE_BASIS if key == "device" else SUSTAINED_BASIS
+    claim["basis_key"] = key
+    claim["rerun_floor"] = floor
+    if floor is None and claim["verdict"] in (FASTER, SLOWER):
+        claim.update(
+            verdict=UNRESOLVED,
+            why=f"no rerun calibration for this basis at {reruns.size_class(min(va['median_us'], vb['median_us']))} "
+            "(run the configuration in separate processes or on separate machines and record "
+            "python -m kernelscope.reruns; the in-job A/A floor alone sees one process)",
+        )
+    elif floor is not None:
+        claim["why"] = (
+            f"{claim['why']}; rerun floor {floor['rel']:.1%} ({floor['size_class']}, p95 of {floor['n']} "
+            f"rerun differences over {floor['trials']} runs)"
+        )
+    return claim
+
+
 def compare(
     a: Mapping[str, Any],
     b: Mapping[str, Any],
     aa_rel: float | None,
     interpreter: bool,
     aa_graph_rel: float | None = None,
+    calibration: Mapping[str, Any] | None = None,
+    aa_device: Mapping[str, float | None] | None = None,
 ) -> dict[str, Any]:
     """Verdict for implementation record ``a`` against ``b`` (timing records of one job).
+
+    Where both records carry device time (CUPTI kernel timestamps), that is the basis: under sustained load
+    where both sides were measured so (long, power-bound kernels), else in the sampling's own regime. An
+    ordering that burst and sustained load resolve oppositely is ``REGIME_DEPENDENT``, never a plain claim.
+    ``calibration`` is the rerun calibration record (``kernelscope.reruns``), ``aa_device`` the job's A/A
+    floors per device basis.
+
+    Records without device time (older runs) follow the event rules:
 
     When either event median is dominated by launch latency (``launch_bound``), the plain medians rank
     host overheads, not kernels: the comparison then uses both sides' CUDA-graph replay samples (device
     time per call) and says so, or refuses when one side has none."""
+    if not interpreter and has_device_time(a) and has_device_time(b):
+        aa_device = aa_device or {}
+        burst = _device_compare(a, b, "device", aa_device.get("device"), calibration)
+        if not (has_device_time(a, "sustained") and has_device_time(b, "sustained")):
+            return burst
+        sustained = _device_compare(a, b, "sustained", aa_device.get("sustained"), calibration)
+        sustained["burst"] = {k: burst.get(k) for k in ("verdict", "median_a_us", "median_b_us", "why")}
+        if {burst["verdict"], sustained["verdict"]} == {FASTER, SLOWER}:
+            return {
+                **sustained,
+                "verdict": REGIME_DEPENDENT,
+                "why": f"{sustained['verdict']} under sustained load ({sustained['median_a_us']:.1f} vs "
+                f"{sustained['median_b_us']:.1f} µs) but {burst['verdict']} under burst load "
+                f"({burst['median_a_us']:.1f} vs {burst['median_b_us']:.1f} µs): the ordering depends on the power "
+                "regime",
+            }
+        if burst["verdict"] != sustained["verdict"]:
+            sustained["why"] = f"{sustained['why']}; under burst load: {burst['verdict']}"
+        return sustained
     if not interpreter and a.get("status") == b.get("status") == "ok" and (launch_bound(a) or launch_bound(b)):
         if all((r.get("graph") or {}).get("status") == "ok" for r in (a, b)):
             claim = compare(_graph_view(a), _graph_view(b), aa_graph_rel, interpreter)
@@ -216,10 +322,29 @@ def graph_aa_floor(timing_doc: Mapping[str, Any]) -> float | None:
     return abs(graphs[0]["median_us"] - graphs[1]["median_us"]) / graphs[1]["median_us"]
 
 
-def case_claims(timing_doc: Mapping[str, Any], correctness_doc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """Each Triton variant against every baseline of the case."""
+def device_aa_floors(timing_doc: Mapping[str, Any]) -> dict[str, float | None]:
+    """The A/A floor per device basis (primary baseline's A1 vs A2 device medians), where both have one."""
+    blocks = {r.get("block"): r for r in timing_doc["implementations"] if r.get("block") in ("A1", "A2")}
+    out: dict[str, float | None] = {}
+    for key in ("device", "sustained"):
+        pair = [blocks.get(b) or {} for b in ("A1", "A2")]
+        if all(has_device_time(r, key) for r in pair):
+            m1, m2 = (r[key]["median_us"] for r in pair)
+            out[key] = abs(m1 - m2) / m2
+        else:
+            out[key] = None
+    return out
+
+
+def case_claims(
+    timing_doc: Mapping[str, Any],
+    correctness_doc: Mapping[str, Any] | None,
+    calibration: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Each Triton variant against every baseline of the case (``calibration``: the rerun calibration)."""
     recs = {r["implementation"]: r for r in timing_doc["implementations"] if r.get("block") != "A2"}
     aa_graph = graph_aa_floor(timing_doc)
+    aa_device = device_aa_floors(timing_doc)
     passed = passed_gate(correctness_doc)
     aa = (timing_doc.get("aa_floor") or {}).get("rel_diff")
     interpreter = bool(timing_doc.get("interpreter"))
@@ -241,7 +366,9 @@ def case_claims(timing_doc: Mapping[str, Any], correctness_doc: Mapping[str, Any
                     }
                 )
                 continue
-            claims.append({**compare(a, b, aa, interpreter, aa_graph), "a_config": a.get("config") or {}})
+            claims.append(
+                {**compare(a, b, aa, interpreter, aa_graph, calibration, aa_device), "a_config": a.get("config") or {}}
+            )
     return claims
 
 
@@ -329,6 +456,10 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
             )
         for _, c in resolved.iterrows():
             yes.append(f"{c['kernel']} {c['shape']} {c['dtype']}: {c.get('sentence_noted', c['sentence'])}.")
+        for _, c in claim_df[claim_df["verdict"] == REGIME_DEPENDENT].iterrows():
+            no.append(
+                f"A plain ordering of {c['a']} and {c['b']} for {c['kernel']} {c['shape']} {c['dtype']}: {c['why']}."
+            )
         unresolved = claim_df[claim_df["verdict"] == UNRESOLVED]
         for _, c in unresolved.iterrows():
             why = str(c["why"]).replace(f"; {GRAPH_BASIS_REASON}", "; by graph replay¹")

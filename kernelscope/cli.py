@@ -144,6 +144,21 @@ def cmd_environment(args) -> None:
     _write_json(args.out, environment.record(specs["device"], specs["config_hash"], extra))
 
 
+def cmd_reruns(args) -> None:
+    from kernelscope import reruns
+
+    specs = _load(args.specs)
+    if args.source:
+        record = {**reruns.load_record(args.source), "status": "ok", "source": args.source}
+    else:
+        record = {
+            "status": "none",
+            "reason": f"no rerun calibration for {specs.get('hardware', specs['device'])}: no "
+            "calibration/<device>.json and no config rerun_calibration",
+        }
+    _write_json(args.out, {"device": specs["device"], **record})
+
+
 def cmd_calibrate(args) -> None:
     from kernelscope import calibration, gpus, runtime
 
@@ -287,6 +302,7 @@ def main(argv: list[str] | None = None) -> None:
 
     stage("environment", cmd_environment, case=False).add_argument("--extra", help="JSON merged into the record")
     stage("calibrate", cmd_calibrate, case=False)
+    stage("reruns", cmd_reruns, case=False).add_argument("--source", default="", help="a rerun calibration record")
     stage("correctness", cmd_correctness)
     stage("sweep", cmd_sweep, cold=True)
     p = stage("timing", cmd_timing, cold=True)

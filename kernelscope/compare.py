@@ -101,6 +101,12 @@ def _graph_floor(*docs: Mapping[str, Any]) -> float | None:
     return max(floors) if floors else None
 
 
+def _device_floors(*docs: Mapping[str, Any]) -> dict[str, float | None]:
+    """Per device basis, the larger of the runs' A/A floors."""
+    floors = [claims.device_aa_floors(d) for d in docs]
+    return {k: max((f[k] for f in floors if f[k] is not None), default=None) for k in ("device", "sustained")}
+
+
 def _same_measurement(ta: Mapping[str, Any], tb: Mapping[str, Any]) -> bool:
     """Both runs hold the very same timing record (a resumed run carried it over): not a second measurement."""
     medians = [[r.get("median_us") for r in t.get("implementations", [])] for t in (ta, tb)]
@@ -122,8 +128,9 @@ def orderings(a: Mapping[str, Any], b: Mapping[str, Any]) -> pd.DataFrame:
         cb = cases_b.get(key)
         if not (cb and ca.get("timing") and cb.get("timing")):
             continue
-        vb = {(c["a"], c["b"]): c["verdict"] for c in claims.case_claims(cb["timing"], cb.get("correctness"))}
-        for c in claims.case_claims(ca["timing"], ca.get("correctness")):
+        cal_a, cal_b = rundata.rerun_record(a), rundata.rerun_record(b)
+        vb = {(c["a"], c["b"]): c["verdict"] for c in claims.case_claims(cb["timing"], cb.get("correctness"), cal_b)}
+        for c in claims.case_claims(ca["timing"], ca.get("correctness"), cal_a):
             other = vb.get((c["a"], c["b"]))
             if other is None:
                 continue
@@ -242,8 +249,16 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None =
                 rerun_floor = RUN_TO_RUN_FLOOR.get(row["kind"], max(RUN_TO_RUN_FLOOR.values()))
                 row["floor"] = max(floor or 0.0, rerun_floor)
                 claim = claims.compare(
-                    rec_b, rec_a, row["floor"], interpreter=False, aa_graph_rel=max(graph_floor or 0.0, rerun_floor)
+                    rec_b,
+                    rec_a,
+                    row["floor"],
+                    interpreter=False,
+                    aa_graph_rel=max(graph_floor or 0.0, rerun_floor),
+                    calibration=rundata.rerun_record(a),
+                    aa_device=_device_floors(ca["timing"], cb["timing"]),
                 )
+                if claim.get("rerun_floor"):  # device time: the calibrated floor replaces the per-kind one
+                    row["floor"] = max(claim["threshold_rel"], claim["rerun_floor"]["rel"])
                 if claim.get("median_b_us"):  # the medians the verdict used (graph replay where that was the basis)
                     row.update(a_us=claim["median_b_us"], b_us=claim["median_a_us"])
                 row.update(

@@ -74,17 +74,21 @@ def _medians(run: Path) -> dict[tuple[str, ...], dict[str, float]]:
             key = (doc["kernel"], doc["dtype"], doc["shape"], rec["implementation"])
             meds = {b: m for b in BASES if (m := basis_median(rec, b)) is not None and m > 0}
             if meds:
-                out[key] = meds
+                out[key] = {**meds, "config": json.dumps(rec.get("config") or {}, sort_keys=True)}
     return out
 
 
 def observations(runs: Mapping[str, Path]) -> list[dict[str, Any]]:
-    """One row per implementation, basis and pair of runs that both timed it: the two medians and their
-    relative difference; its size class is that of the device-time median (the same class on every basis)."""
+    """One row per implementation, basis and pair of runs that both timed it at the same launch config: the
+    two medians and their relative difference; its size class is that of the device-time median (the same
+    class on every basis). A Triton variant whose sweeps chose different configs in the two runs is left
+    out: that difference is the sweep's, and comparisons name it as such."""
     medians = {label: _medians(path) for label, path in runs.items()}
     rows = []
     for (la, ma), (lb, mb) in itertools.combinations(medians.items(), 2):
         for key in sorted(set(ma) & set(mb)):
+            if ma[key]["config"] != mb[key]["config"]:
+                continue  # the sweeps chose different launch configs: two kernels, not one measured twice
             ref = ma[key].get("device") or ma[key].get("event")
             for basis in BASES:
                 a, b = ma[key].get(basis), mb[key].get(basis)
@@ -170,6 +174,18 @@ def floor(calibration: Mapping[str, Any] | None, basis: str, us: float) -> dict[
         if row["basis"] == basis and row["size_class"] == cls:
             return {"rel": row["p95_rel"], "n": row["n"], "size_class": cls, "trials": len(calibration.get("runs", {}))}
     return None
+
+
+def load_record(path: str | Path) -> dict[str, Any]:
+    """A calibration record written by :func:`main`, checked for the fields the claim rules read."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable rerun calibration record ({exc})") from exc
+    bad = [r for r in record.get("summary", []) if not {"basis", "size_class", "n", "p95_rel"} <= set(r)]
+    if record.get("kind") != "rerun calibration" or not record.get("summary") or bad:
+        raise ValueError(f"{path}: not a rerun calibration record (python -m kernelscope.reruns writes one)")
+    return record
 
 
 def main(argv: Iterable[str] | None = None) -> int:

@@ -22,7 +22,7 @@ import yaml
 
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 #: results/<device>/<name>.json and results/<device>/<stage>/<kernel>/<dtype>/<shape>.json
-TOP_LEVEL = ("specs", "environment", "calibration")
+TOP_LEVEL = ("specs", "environment", "calibration", "reruns")
 PER_CASE = ("correctness", "sweep", "timing", "profile", "ncu")
 
 

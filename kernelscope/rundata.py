@@ -32,6 +32,7 @@ def collect(results: Path) -> dict[str, Any]:
         "specs": specs,
         "environment": _load(results / "environment.json") or {},
         "calibration": _load(results / "calibration.json") or {},
+        "reruns": _load(results / "reruns.json") or {"status": "none", "reason": "no reruns.json (an older run)"},
         "cases": [],
         "job_costs": _job_costs(results),
         "run": runsummary.summarize(results),
@@ -67,6 +68,12 @@ def _mark_declined(case: dict[str, Any]) -> None:
         except KeyError:  # an implementation the module no longer declares
             reason = None
         rec["declined"] = isinstance(reason, Declined)
+
+
+def rerun_record(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's rerun calibration record where it has one (``results/<device>/reruns.json``)."""
+    rec = data.get("reruns") or {}
+    return rec if rec.get("status") == "ok" else None
 
 
 def status_text(rec: dict[str, Any]) -> str:
@@ -247,7 +254,7 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
                     )
             timing_rows.append(row)
         if case["timing"]:
-            for c in claims.case_claims(case["timing"], case["correctness"]):
+            for c in claims.case_claims(case["timing"], case["correctness"], rerun_record(data)):
                 claim_rows.append(
                     {
                         **key,

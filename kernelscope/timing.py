@@ -52,8 +52,8 @@ class TimingSettings:
     device_max_samples: int = 1000
     # records whose device time is at least sustained_above_us are also measured under sustained load:
     # sustained_warm_s of back-to-back calls first, then sustained_samples calls with no idle between them
-    sustained_above_us: float = 200.0
-    sustained_warm_s: float = 1.0
+    sustained_above_us: float = 1000.0
+    sustained_warm_s: float = 0.5
     sustained_samples: int = 30
     # the seed document's method for the cases it names (per-sample synchronisation, warm L2)
     seed_warmup: int = 25

@@ -22,6 +22,9 @@ TARGET = ks_cases.device_key(config)
 DEVICE = ks_cases.results_key(config)
 CASES = ks_cases.plan(config, TARGET)
 SPECS = f"results/{DEVICE}/specs.json"
+# The rerun calibration the claim rules read (kernelscope.reruns; docs/timing-basis.md): the config's
+# rerun_calibration file, else the published record for the target device where there is one
+RERUN_CALIBRATION = ks_cases.rerun_calibration(config, TARGET, workflow.basedir)
 # Cases the optional Nsight Compute stage profiles (config ncu: true, or a list of cases / kernels).
 NCU_CASES = ks_cases.ncu_selection(config["ncu"], [dataclasses.asdict(c) for c in CASES])
 

@@ -38,3 +38,20 @@ rule calibrate:
         python=PYTHON,
     shell:
         "{params.python} -m kernelscope calibrate --specs {input.specs} --out {output} > {log} 2>&1"
+
+
+# The rerun calibration this run's claims are judged by, copied into results/ (the reading side reads
+# results/ alone); without one, the record says so and no device-time ordering is claimed.
+rule reruns:
+    input:
+        specs=SPECS,
+        source=RERUN_CALIBRATION or [],
+    output:
+        "results/{device}/reruns.json",
+    log:
+        "logs/{device}/reruns.log",
+    params:
+        python=PYTHON,
+    shell:
+        "{params.python} -m kernelscope reruns --specs {input.specs} --source '{input.source}' --out {output} "
+        "> {log} 2>&1"

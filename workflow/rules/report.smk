@@ -5,6 +5,7 @@ rule report:
         specs=SPECS,
         environment=rules.environment.output[0],
         calibration=rules.calibrate.output[0],
+        reruns=rules.reruns.output[0],
         correctness=case_results("correctness"),
         timing=case_results("timing"),
         profile=case_results("profile"),
