@@ -126,10 +126,12 @@ def _basis_view(rec: Mapping[str, Any], key: str) -> dict[str, Any]:
     }
 
 
-def rerun_floor(calibration: Mapping[str, Any] | None, basis: str, a_us: float, b_us: float) -> dict[str, Any] | None:
-    """The calibrated rerun floor for a pair: that of the smaller time's size class (where relative noise is
-    the larger)."""
-    return reruns.floor(calibration, basis, min(a_us, b_us))
+def rerun_floor(
+    calibration: Mapping[str, Any] | None, basis: str, a: Mapping[str, Any], b: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The calibrated rerun floor for a pair of basis views: that of the smaller time's size class (where
+    relative noise is the larger), for both sides' implementation kinds."""
+    return reruns.floor(calibration, basis, min(a["median_us"], b["median_us"]), [a.get("kind"), b.get("kind")])
 
 
 def _device_compare(
@@ -143,7 +145,7 @@ def _device_compare(
     rerun floor calibrated for this basis and size class, and ``MIN_EFFECT``. Without a calibrated floor no
     ordering is claimed: the in-job A/A floor cannot see what another process or machine does."""
     va, vb = _basis_view(a, key), _basis_view(b, key)
-    floor = rerun_floor(calibration, key, va["median_us"], vb["median_us"])
+    floor = rerun_floor(calibration, key, va, vb)
     claim = compare(va, vb, max(aa_rel or 0.0, floor["rel"] if floor else 0.0), interpreter=False)
     claim["basis"] = DEVICE_BASIS if key == "device" else SUSTAINED_BASIS
     claim["basis_key"] = key
@@ -157,8 +159,8 @@ def _device_compare(
         )
     elif floor is not None:
         claim["why"] = (
-            f"{claim['why']}; rerun floor {floor['rel']:.1%} ({floor['size_class']}, p95 of {floor['n']} "
-            f"rerun differences over {floor['trials']} runs)"
+            f"{claim['why']}; rerun floor {floor['rel']:.1%} ({floor['size_class']}, p95 of at least {floor['n']} "
+            f"rerun differences per kind over {floor['trials']} runs)"
         )
     return claim
 

@@ -74,7 +74,11 @@ def _medians(run: Path) -> dict[tuple[str, ...], dict[str, float]]:
             key = (doc["kernel"], doc["dtype"], doc["shape"], rec["implementation"])
             meds = {b: m for b in BASES if (m := basis_median(rec, b)) is not None and m > 0}
             if meds:
-                out[key] = {**meds, "config": json.dumps(rec.get("config") or {}, sort_keys=True)}
+                out[key] = {
+                    **meds,
+                    "config": json.dumps(rec.get("config") or {}, sort_keys=True),
+                    "kind": rec.get("kind") or "unknown",
+                }
     return out
 
 
@@ -100,6 +104,7 @@ def observations(runs: Mapping[str, Path]) -> list[dict[str, Any]]:
                         "dtype": key[1],
                         "shape": key[2],
                         "implementation": key[3],
+                        "kind": ma[key]["kind"],
                         "basis": basis,
                         "size_class": size_class(ref),
                         "runs": f"{la} vs {lb}",
@@ -112,18 +117,23 @@ def observations(runs: Mapping[str, Path]) -> list[dict[str, Any]]:
 
 
 def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per basis and size class: the count, median, 95th percentile and maximum of the relative differences."""
-    groups: dict[tuple[str, str], list[float]] = {}
+    """Per basis, size class and implementation kind (eager, compile, triton: torch.compile's choices vary
+    from process to process, a hand-written kernel's do not): the count, median, 95th percentile and maximum
+    of the relative differences."""
+    groups: dict[tuple[str, str, str], list[float]] = {}
     for r in rows:
-        groups.setdefault((r["basis"], r["size_class"]), []).append(r["rel_diff"])
+        groups.setdefault((r["basis"], r["size_class"], r["kind"]), []).append(r["rel_diff"])
     order = {b: i for i, b in enumerate(BASES)}
     out = []
-    for (basis, cls), diffs in sorted(groups.items(), key=lambda kv: (order[kv[0][0]], _class_order(kv[0][1]))):
+    for (basis, cls, kind), diffs in sorted(
+        groups.items(), key=lambda kv: (order[kv[0][0]], _class_order(kv[0][1]), kv[0][2])
+    ):
         x = np.asarray(diffs)
         out.append(
             {
                 "basis": basis,
                 "size_class": cls,
+                "kind": kind,
                 "n": len(x),
                 "median_rel": float(np.median(x)),
                 "p95_rel": float(np.quantile(x, FLOOR_QUANTILE)),
@@ -163,17 +173,24 @@ def calibrate(runs: Mapping[str, Path], how: str = "") -> dict[str, Any]:
     }
 
 
-def floor(calibration: Mapping[str, Any] | None, basis: str, us: float) -> dict[str, Any] | None:
-    """The rerun floor of ``basis`` for a time of ``us``: the calibrated quantile of the relative differences
-    between independent runs in that size class, with its count of observations and trials. None where the
-    calibration has no such group (no calibration, or that basis was not measured in that size class)."""
+def floor(calibration: Mapping[str, Any] | None, basis: str, us: float, kinds: Sequence[str]) -> dict[str, Any] | None:
+    """The rerun floor of a pair on ``basis`` at a time of ``us``: each side's kind has the calibrated quantile
+    of the relative differences between independent runs in that size class; the two sides move
+    independently, so the pair's floor is their quadrature sum. None where the calibration has no such
+    group (no calibration, or that basis, size class or kind was not measured)."""
     if not calibration:
         return None
     cls = size_class(us)
-    for row in calibration.get("summary", []):
-        if row["basis"] == basis and row["size_class"] == cls:
-            return {"rel": row["p95_rel"], "n": row["n"], "size_class": cls, "trials": len(calibration.get("runs", {}))}
-    return None
+    rows = {(r["basis"], r["size_class"], r.get("kind")): r for r in calibration.get("summary", [])}
+    found = [rows.get((basis, cls, kind)) for kind in kinds]
+    if not all(found):
+        return None
+    return {
+        "rel": math.sqrt(sum(r["p95_rel"] ** 2 for r in found)),
+        "n": min(r["n"] for r in found),
+        "size_class": cls,
+        "trials": len(calibration.get("runs", {})),
+    }
 
 
 def load_record(path: str | Path) -> dict[str, Any]:
@@ -182,7 +199,7 @@ def load_record(path: str | Path) -> dict[str, Any]:
         record = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: not a readable rerun calibration record ({exc})") from exc
-    bad = [r for r in record.get("summary", []) if not {"basis", "size_class", "n", "p95_rel"} <= set(r)]
+    bad = [r for r in record.get("summary", []) if not {"basis", "size_class", "kind", "n", "p95_rel"} <= set(r)]
     if record.get("kind") != "rerun calibration" or not record.get("summary") or bad:
         raise ValueError(f"{path}: not a rerun calibration record (python -m kernelscope.reruns writes one)")
     return record
@@ -207,7 +224,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     width = max(len(r["size_class"]) for r in record["summary"]) if record["summary"] else 10
     for r in record["summary"]:
         print(
-            f"{r['basis']:<12} {r['size_class']:<{width}} n={r['n']:<4} median {r['median_rel']:.2%} "
+            f"{r['basis']:<12} {r['size_class']:<{width}} {r['kind']:<8} n={r['n']:<4} median {r['median_rel']:.2%} "
             f"p95 {r['p95_rel']:.2%} max {r['max_rel']:.2%}"
         )
     return 0

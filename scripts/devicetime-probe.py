@@ -29,7 +29,9 @@ with profile(activities=[ProfilerActivity.CUDA]) as prof:
     d("end")
     torch.cuda.synchronize()
 kineto = prof.profiler.kineto_results
-kinds = sorted({(str(e.device_type()), e.activity_type() if hasattr(e, "activity_type") else "?") for e in kineto.events()})
+kinds = sorted(
+    {(str(e.device_type()), e.activity_type() if hasattr(e, "activity_type") else "?") for e in kineto.events()}
+)
 print("record kinds:", kinds)
 recs = devicetime.read_records(prof)
 print("device records:", [(r.name[:40], r.duration_ns) for r in recs][:12])
@@ -56,6 +58,10 @@ for name, fn in (("softmax 64x1024 + add", two_kernels), ("matmul 8192^3", lambd
     if ev["median_us"] > 200:
         t0 = time.perf_counter()
         s = timing.measure_sustained(fn, settings, flush)
-        print(f"  sustained {s.get('median_us', float('nan')):.1f} us ({time.perf_counter() - t0:.2f} s)", s.get("status"), s.get("reason", ""))
+        print(
+            f"  sustained {s.get('median_us', float('nan')):.1f} us ({time.perf_counter() - t0:.2f} s)",
+            s.get("status"),
+            s.get("reason", ""),
+        )
     sm = timing.seed_method(fn, settings)
     print(f"  seed method {sm['median_us']:.2f} us")
