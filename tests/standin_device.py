@@ -12,11 +12,18 @@ Declaring work (``dev`` is what the ``standin_cuda`` fixture returns)::
 
     k = dev.kernel(10.0, name="k", launch_us=30.0)   # a closure of 10 us device time, 30 us host cost
     k = dev.kernel(lambda i: 1000.0 if i == 0 else 10.0)   # by call index (0: the first call)
+    k = dev.kernel(10.0, stream=7)   # its record names side stream 7 (it still runs in stream order)
+    k = dev.kernels(("a", 3.0), ("b", 4.0, 7), launch_us=20.0)   # two kernels a call (b on stream 7)
 
-Reading it back: ``dev.records`` lists a :class:`KernelRecord` (name, start_us, end_us) for every kernel
-that ran on the stream, in stream order: ``"sleep"`` for ``torch.cuda._sleep``'s head start,
-``"l2_flush"`` for the L2 flusher's fill, and the kernels a CUDA-graph replay runs (what a fake profiler's
-activity records would hand out). ``dev.named("k")`` picks one kernel's records.
+Reading it back: ``dev.records`` lists a :class:`KernelRecord` (name, start_us, end_us, stream) for every
+kernel that ran on the stream, in stream order: ``"sleep"`` for ``torch.cuda._sleep``'s head start,
+``"l2_flush"`` for the L2 flusher's fill, ``devicetime.DELIMITER_NAME`` for the device-time delimiter
+(``flush_us`` over the flush buffer, ``delimiter_us`` over its small one), and the kernels a CUDA-graph
+replay runs. ``dev.named("k")`` picks one kernel's records.
+
+The profiler: ``torch.profiler`` as :mod:`kernelscope.devicetime` uses it is a :class:`FakeProfile` whose
+records, after its session, are the kernel records the stream ran during it, as
+``devicetime.DeviceRecord`` in nanoseconds (set ``dev.profiler_error`` to make it raise on entry).
 
 Graphs record the kernels launched while capturing (nothing runs then) and enqueue them back to back at
 each replay. The L2 flusher is the real :class:`kernelscope.timing.L2Flusher` on a CPU buffer of
@@ -34,7 +41,8 @@ from typing import Any
 import pytest
 import torch
 
-from kernelscope import clocks, runtime, timing
+from kernelscope import clocks, devicetime, runtime, timing
+from kernelscope.spec import Implementation, KernelSpec, Shape, Tolerance
 
 #: the real flusher class; the fixture replaces ``timing.L2Flusher`` with :meth:`StandinDevice.flusher`
 REAL_L2_FLUSHER = timing.L2Flusher
@@ -45,25 +53,31 @@ class KernelRecord:
     name: str
     start_us: float
     end_us: float
+    stream: int = 0
 
     @property
     def us(self) -> float:
         return self.end_us - self.start_us
 
 
-class FakeKernel:
-    """A closure under test: each call spends ``launch_us`` of host time, then enqueues one kernel of
-    ``us`` (a number, or a function of the call index) on the stand-in stream."""
+Duration = float | Callable[[int], float]  # microseconds, or a function of the call index
 
-    def __init__(self, dev: StandinDevice, us: float | Callable[[int], float], name: str, launch_us: float) -> None:
-        self.dev, self.us, self.name, self.launch_us = dev, us, name, launch_us
+
+class FakeKernel:
+    """A closure under test: each call, for each of its kernels ``(name, us, stream)``, spends ``launch_us``
+    of host time, then enqueues the kernel (``us``: a number, or a function of the call index) on the
+    stand-in stream, its record naming ``stream``."""
+
+    def __init__(self, dev: StandinDevice, parts: list[tuple[str, Duration, int]], launch_us: float) -> None:
+        self.dev, self.parts, self.launch_us = dev, parts, launch_us
         self.calls = 0
 
     def __call__(self) -> None:
-        us = self.us(self.calls) if callable(self.us) else self.us
+        i = self.calls
         self.calls += 1
-        self.dev.host_us += self.launch_us
-        self.dev.launch(self.name, us)
+        for name, us, stream in self.parts:
+            self.dev.host_us += self.launch_us
+            self.dev.launch(name, us(i) if callable(us) else us, stream)
 
 
 class FakeMonitor:
@@ -86,6 +100,26 @@ class FakeMonitor:
 
     def static_info(self) -> dict[str, Any]:
         return {"nvml": "stand-in monitor"}
+
+
+class FakeProfile:
+    """``torch.profiler.profile(activities=[CUDA])``: a context manager whose ``records``, after it exits,
+    are the kernel records the stand-in stream ran during the session (``devicetime.DeviceRecord``, ns)."""
+
+    def __init__(self, dev: StandinDevice) -> None:
+        self.dev, self.records, self._first = dev, [], 0
+
+    def __enter__(self) -> FakeProfile:
+        if self.dev.profiler_error is not None:
+            raise self.dev.profiler_error
+        self._first = len(self.dev.records)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.records = [
+            devicetime.DeviceRecord(r.name, round(r.start_us * 1e3), round(r.end_us * 1e3), r.stream)
+            for r in self.dev.records[self._first :]
+        ]
 
 
 class _FlushBuffer(torch.Tensor):
@@ -120,29 +154,40 @@ class _Stream:
 class _Graph:
     def __init__(self, dev: StandinDevice) -> None:
         self.dev = dev
-        self.kernels: list[tuple[str, float]] = []
+        self.kernels: list[tuple[str, float, int]] = []
 
     def replay(self) -> None:
         self.dev.host_us += self.dev.graph_launch_us
-        for name, us in self.kernels:
-            self.dev.launch(name, us)
+        for kernel in self.kernels:
+            self.dev.launch(*kernel)
 
 
 class StandinDevice:
     def __init__(
-        self, flush_us: float = 5.0, l2_bytes: int = 4096, graph_launch_us: float = 0.0, clock_khz: int = 1_000_000
+        self,
+        flush_us: float = 5.0,
+        l2_bytes: int = 4096,
+        graph_launch_us: float = 0.0,
+        clock_khz: int = 1_000_000,
+        delimiter_us: float = 0.5,
     ) -> None:
-        self.flush_us, self.l2_bytes = flush_us, l2_bytes
+        self.flush_us, self.l2_bytes, self.delimiter_us = flush_us, l2_bytes, delimiter_us
         self.graph_launch_us, self.clock_khz = graph_launch_us, clock_khz
         self.host_us = 0.0
         self.stream_end_us = 0.0
         self.records: list[KernelRecord] = []
         self.capturing: _Graph | None = None
         self.monitor = FakeMonitor()
+        self.profiler_error: Exception | None = None
 
     # --- what tests use
-    def kernel(self, us: float | Callable[[int], float], name: str = "kernel", launch_us: float = 0.0) -> FakeKernel:
-        return FakeKernel(self, us, name, launch_us)
+    def kernel(self, us: Duration, name: str = "kernel", launch_us: float = 0.0, stream: int = 0) -> FakeKernel:
+        return FakeKernel(self, [(name, us, stream)], launch_us)
+
+    def kernels(self, *parts: tuple[str, Duration] | tuple[str, Duration, int], launch_us: float = 0.0) -> FakeKernel:
+        """A closure of several kernels a call, each ``(name, us)`` or ``(name, us, stream)``, with
+        ``launch_us`` of host time before each."""
+        return FakeKernel(self, [(p[0], p[1], p[2] if len(p) > 2 else 0) for p in parts], launch_us)
 
     def named(self, name: str) -> list[KernelRecord]:
         return [r for r in self.records if r.name == name]
@@ -156,13 +201,17 @@ class StandinDevice:
         return flush
 
     # --- the simulation
-    def launch(self, name: str, us: float) -> None:
+    def launch(self, name: str, us: float, stream: int = 0) -> None:
         if self.capturing is not None:
-            self.capturing.kernels.append((name, us))
+            self.capturing.kernels.append((name, us, stream))
             return
         start = max(self.host_us, self.stream_end_us)
         self.stream_end_us = start + us
-        self.records.append(KernelRecord(name, start, self.stream_end_us))
+        self.records.append(KernelRecord(name, start, self.stream_end_us, stream))
+
+    def launch_delimiter(self, buffer: torch.Tensor) -> None:
+        """``Delimiter._triton_launch``: a delimiter kernel, ``flush_us`` long over the flush buffer."""
+        self.launch(devicetime.DELIMITER_NAME, self.flush_us if isinstance(buffer, _FlushBuffer) else self.delimiter_us)
 
     def reached_us(self) -> float:
         """When the stream reaches work enqueued now."""
@@ -194,6 +243,55 @@ class StandinDevice:
         )
 
 
+# --- what the test modules share
+
+
+def sampling_settings(**kw) -> timing.TimingSettings:
+    """Sampling with nothing outside the samples unless a test asks: no warm-up, no clock warm-up."""
+    base = dict(
+        warmup=0,
+        min_samples=10,
+        max_samples=10,
+        min_time_s=0,
+        max_time_s=10.0,
+        target_rel_ci=0.01,
+        batch=10,
+        head_start_us_per_sample=10.0,
+        clock_warmup_s=0,
+    )
+    return timing.TimingSettings(**{**base, **kw})
+
+
+SHAPE = Shape({"N": 4}, "stand-in")
+
+
+def standin_spec(dev: StandinDevice, torch_us, compile_us=18.0, triton_us=15.0, compile_launch_us=0.0) -> KernelSpec:
+    """torch (eager, the primary baseline, declared last), torch_compile and one Triton variant, each a
+    stand-in kernel of known device time."""
+
+    def impl(name, kind, us, launch_us=0.0):
+        kernel = dev.kernel(us, name=name, launch_us=launch_us)
+        extra = {"configs": lambda s, d: [{}], "default_config": lambda s, d: {}} if kind == "triton" else {}
+        return Implementation(name, kind, lambda inputs, out, config: kernel, **extra)
+
+    return KernelSpec(
+        name="standin",
+        description="kernels of known device time",
+        make_inputs=lambda shape, dtype, device, seed: {"x": torch.zeros(4, dtype=dtype, device=device)},
+        make_output=lambda inputs: torch.zeros_like(inputs["x"]),
+        reference=lambda inputs: inputs["x"],
+        implementations=[
+            impl("triton_a", "triton", triton_us),
+            impl("torch_compile", "compile", compile_us, compile_launch_us),
+            impl("torch", "eager", torch_us),
+        ],
+        tolerances={torch.float32: Tolerance(0, 0, "exact")},
+        flops=lambda s: 0.0,
+        bytes_moved=lambda s, d: 0.0,
+        shape_sets={"cpu": [SHAPE]},
+    )
+
+
 def install(monkeypatch: pytest.MonkeyPatch, dev: StandinDevice | None = None) -> StandinDevice:
     """Make kernelscope see ``dev`` as its CUDA device (inputs stay on the CPU)."""
     dev = dev or StandinDevice()
@@ -202,6 +300,9 @@ def install(monkeypatch: pytest.MonkeyPatch, dev: StandinDevice | None = None) -
     monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=dev.perf_counter))
     monkeypatch.setattr(timing, "L2Flusher", lambda enabled, device=None, l2_bytes=None: dev.flusher(enabled, l2_bytes))
     monkeypatch.setattr(clocks, "ClockMonitor", lambda uuid=None: dev.monitor)
+    monkeypatch.setattr(devicetime, "_default_profile", lambda: FakeProfile(dev))
+    monkeypatch.setattr(devicetime, "read_records", lambda prof: prof.records)
+    monkeypatch.setattr(devicetime.Delimiter, "_triton_launch", lambda self, buffer: dev.launch_delimiter(buffer))
     cuda = torch.cuda
     monkeypatch.setattr(cuda, "Event", lambda enable_timing=False, **kw: _Event(dev, enable_timing))
     monkeypatch.setattr(cuda, "Stream", lambda *a, **kw: _Stream())

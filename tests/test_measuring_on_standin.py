@@ -35,28 +35,11 @@ from __future__ import annotations
 import pytest
 import standin_device
 import torch
-from standin_device import FakeMonitor, StandinDevice
+from standin_device import SHAPE, FakeMonitor, StandinDevice, sampling_settings, standin_spec
 
 from kernelscope import clocks, stats, timing, timing_stage
-from kernelscope.spec import Implementation, KernelSpec, Shape, Tolerance
 
 standin_cuda = standin_device.standin_cuda  # the fixture
-
-
-def _settings(**kw) -> timing.TimingSettings:
-    """Sampling with nothing outside the samples unless a test asks: no warm-up, no clock warm-up."""
-    base = dict(
-        warmup=0,
-        min_samples=10,
-        max_samples=10,
-        min_time_s=0,
-        max_time_s=10.0,
-        target_rel_ci=0.01,
-        batch=10,
-        head_start_us_per_sample=10.0,
-        clock_warmup_s=0,
-    )
-    return timing.TimingSettings(**{**base, **kw})
 
 
 def _alternating(i: int) -> float:
@@ -70,7 +53,7 @@ def _alternating(i: int) -> float:
 def test_samples_bracket_the_kernel(standin_cuda: StandinDevice):
     dev = standin_cuda
     kernel = dev.kernel(10.0, name="k", launch_us=9.0)  # the host launches faster than the kernel runs
-    samples, late = timing._sample_batch(kernel, dev.flusher(), _settings())
+    samples, late = timing._sample_batch(kernel, dev.flusher(), sampling_settings())
     assert samples == [10.0] * 10  # the 5 us flush before each sample is outside its events
     assert late == 0
     assert [r.name for r in dev.records] == ["sleep"] + ["l2_flush", "k"] * 10
@@ -95,7 +78,7 @@ def test_late_launches_counted_by_hand(standin_cuda: StandinDevice, head_start_u
       own time in its bound would make i = 5 a tie (180 against 180) and give four."""
     dev = standin_cuda
     kernel = dev.kernel(10.0, name="k", launch_us=30.0)
-    settings = _settings(head_start_us_per_sample=head_start_us / 10)
+    settings = sampling_settings(head_start_us_per_sample=head_start_us / 10)
     assert timing._sample_batch(kernel, dev.flusher(), settings) == (samples, late)
 
 
@@ -106,25 +89,25 @@ def test_stops_by_the_ci_rule(standin_cuda: StandinDevice):
     # 10/30 alternating for the first batch (the median's CI spans 10-30), then 10 only: with 15 of 20
     # samples at 10, the order-statistic CI of the median (ranks 6-14 of 20) lies inside the 10s
     kernel = standin_cuda.kernel(lambda i: _alternating(i) if i < 10 else 10.0)
-    r = timing.measure(kernel, _settings(max_samples=1000), with_first_call=False)
+    r = timing.measure(kernel, sampling_settings(max_samples=1000), with_first_call=False)
     assert r["n"] == 20 and r["target_reached"] is True
 
 
 def test_stops_at_min_samples(standin_cuda: StandinDevice):
     kernel = standin_cuda.kernel(10.0)  # converged from the first batch on
-    r = timing.measure(kernel, _settings(min_samples=30, max_samples=1000), with_first_call=False)
+    r = timing.measure(kernel, sampling_settings(min_samples=30, max_samples=1000), with_first_call=False)
     assert r["n"] == 30 and r["target_reached"] is True
 
 
 def test_stops_at_min_time(standin_cuda: StandinDevice):
     kernel = standin_cuda.kernel(10.0)
-    r = timing.measure(kernel, _settings(min_time_s=350e-6, max_samples=1000), with_first_call=False)
+    r = timing.measure(kernel, sampling_settings(min_time_s=350e-6, max_samples=1000), with_first_call=False)
     assert r["n"] == 40 and r["target_reached"] is True  # 300 us of samples after 3 batches, 400 after 4
 
 
 def test_stops_at_max_samples(standin_cuda: StandinDevice):
     kernel = standin_cuda.kernel(_alternating)
-    r = timing.measure(kernel, _settings(max_samples=40), with_first_call=False)
+    r = timing.measure(kernel, sampling_settings(max_samples=40), with_first_call=False)
     assert r["n"] == 40 and r["target_reached"] is False
 
 
@@ -132,7 +115,7 @@ def test_stops_at_max_time(standin_cuda: StandinDevice):
     # a batch takes 100 us of head start + 5 x 10 + 5 x 30 us of samples = 300 us of host time (the host
     # waits for its last event): 900 us after 3 batches, 1200 after 4, so a 1000 us cap stops at 40 samples
     kernel = standin_cuda.kernel(_alternating)
-    settings = _settings(max_samples=100_000, max_time_s=1000e-6, flush_l2=False)
+    settings = sampling_settings(max_samples=100_000, max_time_s=1000e-6, flush_l2=False)
     r = timing.measure(kernel, settings, with_first_call=False)
     assert r["n"] == 40 and r["target_reached"] is False
     assert r["batches"] == 4 and r["starved_samples"] == 0
@@ -140,7 +123,7 @@ def test_stops_at_max_time(standin_cuda: StandinDevice):
 
 def test_capped_before_min_samples_is_not_reached(standin_cuda: StandinDevice):
     kernel = standin_cuda.kernel(10.0)  # the CI is converged, but the cap comes before min_samples
-    r = timing.measure(kernel, _settings(min_samples=50, max_samples=20), with_first_call=False)
+    r = timing.measure(kernel, sampling_settings(min_samples=50, max_samples=20), with_first_call=False)
     assert r["n"] == 20 and r["target_reached"] is False
 
 
@@ -165,23 +148,23 @@ class _SkipsOne:
 def test_l2_flushed_only_when_every_sample_was_flushed(standin_cuda: StandinDevice):
     dev = standin_cuda
     kernel = dev.kernel(10.0, name="k")
-    r = timing.measure(kernel, _settings(flush_l2=True), with_first_call=False)  # the default flusher
+    r = timing.measure(kernel, sampling_settings(flush_l2=True), with_first_call=False)  # the default flusher
     assert r["l2_flushed"] is True
     assert [rec.name for rec in dev.records if rec.name != "sleep"] == ["l2_flush", "k"] * 10
-    assert timing.measure(kernel, _settings(flush_l2=False), with_first_call=False)["l2_flushed"] is False
+    assert timing.measure(kernel, sampling_settings(flush_l2=False), with_first_call=False)["l2_flushed"] is False
     used = dev.flusher()
     for _ in range(7):
         used()  # flushes before this measurement do not count against it
-    r = timing.measure(kernel, _settings(), with_first_call=False, flush=used)
+    r = timing.measure(kernel, sampling_settings(), with_first_call=False, flush=used)
     assert r["l2_flushed"] is True and used.count == 17
-    r = timing.measure(kernel, _settings(), with_first_call=False, flush=_SkipsOne(dev.flusher()))
+    r = timing.measure(kernel, sampling_settings(), with_first_call=False, flush=_SkipsOne(dev.flusher()))
     assert r["l2_flushed"] is False
 
 
 def test_warmup_is_not_sampled(standin_cuda: StandinDevice):
     # the first call "compiles" (1000 us), the three warm-ups take 500 us, samples 10 us
     kernel = standin_cuda.kernel(lambda i: 1000.0 if i == 0 else 500.0 if i <= 3 else 10.0)
-    r = timing.measure(kernel, _settings(warmup=3))
+    r = timing.measure(kernel, sampling_settings(warmup=3))
     assert r["samples_us"] == [10.0] * 10
     assert r["first_call_ms"] == pytest.approx(1.0)
     assert kernel.calls == 1 + 3 + 10
@@ -190,7 +173,7 @@ def test_warmup_is_not_sampled(standin_cuda: StandinDevice):
 def test_clocks_read_once_per_batch(standin_cuda: StandinDevice):
     monitor = FakeMonitor([{"sm_mhz": 1980}, {"sm_mhz": 1500}, {"sm_mhz": 1980}], steady_sm_mhz=1980)
     kernel = standin_cuda.kernel(_alternating)
-    r = timing.measure(kernel, _settings(batch=5, max_samples=15), monitor, with_first_call=False)
+    r = timing.measure(kernel, sampling_settings(batch=5, max_samples=15), monitor, with_first_call=False)
     assert monitor.reads == 3
     assert r["clocks"]["sm_mhz"] == [1980] * 5 + [1500] * 5 + [1980] * 5
     assert r["clocks"]["flags"] == [""] * 5 + [f"sm_clock<{clocks.STEADY_FRACTION:.0%}_steady"] * 5 + [""] * 5
@@ -261,41 +244,12 @@ def test_flusher_writes_and_counts(standin_cuda: StandinDevice):
 # --- the timing stage's blocks
 
 
-SHAPE = Shape({"N": 4}, "stand-in")
-
-
-def _spec(dev: StandinDevice, torch_us, compile_us=18.0, triton_us=15.0, compile_launch_us=0.0) -> KernelSpec:
-    """torch (eager, the primary baseline, declared last), torch_compile and one Triton variant, each a
-    stand-in kernel of known device time."""
-
-    def impl(name, kind, us, launch_us=0.0):
-        kernel = dev.kernel(us, name=name, launch_us=launch_us)
-        extra = {"configs": lambda s, d: [{}], "default_config": lambda s, d: {}} if kind == "triton" else {}
-        return Implementation(name, kind, lambda inputs, out, config: kernel, **extra)
-
-    return KernelSpec(
-        name="standin",
-        description="kernels of known device time",
-        make_inputs=lambda shape, dtype, device, seed: {"x": torch.zeros(4, dtype=dtype, device=device)},
-        make_output=lambda inputs: torch.zeros_like(inputs["x"]),
-        reference=lambda inputs: inputs["x"],
-        implementations=[
-            impl("triton_a", "triton", triton_us),
-            impl("torch_compile", "compile", compile_us, compile_launch_us),
-            impl("torch", "eager", torch_us),
-        ],
-        tolerances={torch.float32: Tolerance(0, 0, "exact")},
-        flops=lambda s: 0.0,
-        bytes_moved=lambda s, d: 0.0,
-        shape_sets={"cpu": [SHAPE]},
-    )
-
-
 def test_time_case_aa_blocks(standin_cuda: StandinDevice):
-    # torch's calls: 0 the first call, 1-2 A1's warm-ups, 3-12 A1's samples, then (after the others)
-    # 13-14 A2's warm-ups and 15-24 A2's samples: 20 us in A1, 22 us in A2
-    spec = _spec(standin_cuda, lambda i: 20.0 if i < 13 else 22.0)
-    doc = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_a": {}}, _settings(warmup=2, graph_below_us=0))
+    # torch's calls: 0 the first call, 1-2 A1's warm-ups, 3-12 A1's samples: 20 us; every later call
+    # (A1's device-time calls, then, after the others, A2's warm-ups and samples): 22 us
+    spec = standin_spec(standin_cuda, lambda i: 20.0 if i < 13 else 22.0)
+    settings = sampling_settings(warmup=2, graph_below_us=0)
+    doc = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_a": {}}, settings)
     recs = doc["implementations"]
     assert [(r["implementation"], r.get("block")) for r in recs] == [
         ("torch", "A1"),
@@ -317,8 +271,8 @@ def test_time_case_aa_blocks(standin_cuda: StandinDevice):
 
 
 def test_time_case_graph_for_short_records(standin_cuda: StandinDevice):
-    spec = _spec(standin_cuda, 20.0, compile_us=60.0, triton_us=80.0)
-    doc = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_a": {}}, _settings(graph_below_us=50))
+    spec = standin_spec(standin_cuda, 20.0, compile_us=60.0, triton_us=80.0)
+    doc = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_a": {}}, sampling_settings(graph_below_us=50))
     with_graph = [(r["implementation"], r.get("block")) for r in doc["implementations"] if "graph" in r]
     assert with_graph == [("torch", "A1"), ("torch", "A2")]
     # every timed record has its host launch cost (long ones too: launch-bound is judged against it)
@@ -331,8 +285,8 @@ def test_time_case_graph_for_all_when_one_is_launch_bound(standin_cuda: StandinD
     # torch_compile (60 us) takes 300 us to launch: with a 1000 us head start per batch of 10, its samples
     # from the fifth on are launched late, so it is launch-bound and every record needs a graph replay,
     # the long triton_a (80 us, launched in time) too
-    spec = _spec(standin_cuda, 20.0, compile_us=60.0, triton_us=80.0, compile_launch_us=300.0)
-    doc = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_a": {}}, _settings(graph_below_us=50))
+    spec = standin_spec(standin_cuda, 20.0, compile_us=60.0, triton_us=80.0, compile_launch_us=300.0)
+    doc = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_a": {}}, sampling_settings(graph_below_us=50))
     recs = {(r["implementation"], r.get("block")): r for r in doc["implementations"]}
     assert recs[("torch_compile", None)]["starved_samples"] > 0.05 * recs[("torch_compile", None)]["n"]
     assert recs[("triton_a", None)]["starved_samples"] == 0
