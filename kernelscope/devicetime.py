@@ -109,7 +109,9 @@ def read_records(prof) -> list[DeviceRecord]:
             if "CUDA" not in str(getattr(ev, "device_type", "")) or _is_annotation(ev):
                 continue
             tr = ev.time_range
-            out.append(DeviceRecord(ev.name, round(tr.start * 1e3), round(tr.end * 1e3), int(ev.device_resource_id or 0)))
+            out.append(
+                DeviceRecord(ev.name, round(tr.start * 1e3), round(tr.end * 1e3), int(ev.device_resource_id or 0))
+            )
     return sorted(out, key=lambda r: (r.start_ns, r.end_ns))
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import claims, environment, plots, registry, results, rundata, scores
+from kernelscope import bases, claims, environment, plots, registry, results, rundata, scores
 from kernelscope.document import bullets, figure, kv, render, table, text
 
 #: the answer section's refusals: the few that change how the whole report is read (the rest: appendix)
@@ -426,7 +426,8 @@ def _answer_section(
     df = pd.DataFrame(rows)
     notes = [
         "Speedup = baseline time / best Triton variant's time (above 1: Triton faster), per case on the claim "
-        "rules' basis (event median; ᵍ graph replay for launch-bound pairs); per-case ratios with 95 % CIs are "
+        "rules' basis (device time where the records carry it, under sustained load from 1 ms; else the event "
+        "median, ᵍ graph replay for launch-bound pairs); per-case ratios with 95 % CIs are "
         "in each kernel's section and figure. Verdicts: Mann–Whitney and A/A-floor rules (Method). Throttled: "
         "share of the kernel's timed samples taken while throttled or below the steady clock. Reproduced: "
         "timings with no difference resolved in the comparison named in brackets (the last, by name, of this "
@@ -561,6 +562,8 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
                 "median_us",
                 "ci95_us",
                 "n",
+                "device_us",
+                "sustained_us",
                 "graph_us",
                 "launch_bound",
                 "gbps",
@@ -799,6 +802,9 @@ def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> d
                 ],
             }
         )
+    for extra in (bases.seed_section(data), bases.bases_section(data), bases.regime_section(data, tbl["claims"])):
+        if extra:
+            sections.append(extra)
     sections += _kernel_sections(data, tbl, ratios, out)
     sections += [_environment_section(data), _calibration_section(data), _method_section(data)]
     for extra in (_references_section(data), _job_cost_section(data)):

@@ -20,8 +20,14 @@ MISSED = "missed"
 NOT_RESOLVED = "not resolved"
 
 
+def _device_basis(rec: pd.Series) -> bool:
+    return rec.get("basis") in ("device", "sustained")
+
+
 def _basis_time(rec: pd.Series) -> tuple[float, float | None, float | None, str]:
     """Median and CI of the time the claim rules compare a record by."""
+    if _device_basis(rec):
+        return rec["basis_us"], rec["basis_ci95_low_us"], rec["basis_ci95_high_us"], f"{rec['basis']} time"
     if rec.get("launch_bound") and pd.notna(rec.get("graph_us")):
         return rec["graph_us"], None, None, "graph replay"
     return rec["median_us"], rec["ci95_low_us"], rec["ci95_high_us"], "event median"
@@ -29,6 +35,18 @@ def _basis_time(rec: pd.Series) -> tuple[float, float | None, float | None, str]
 
 def ratio(base: pd.Series, tri: pd.Series) -> dict[str, Any]:
     """Baseline time over Triton time (above 1: Triton is faster), on the basis the claim rules use."""
+    if _device_basis(base) and _device_basis(tri):
+        b, bl, bh, name = _basis_time(base)
+        t, tl, th, _ = _basis_time(tri)
+        if base["basis"] != tri["basis"]:  # one side measured under sustained load, the other not
+            b, bl, bh, t, tl, th = base["device_us"], None, None, tri["device_us"], None, None
+            name = "device time"
+        return {
+            "speedup": b / t,
+            "ci_low": bl / th if bl and th else None,
+            "ci_high": bh / tl if bh and tl else None,
+            "basis": name,
+        }
     if bool(base.get("launch_bound")) or bool(tri.get("launch_bound")):
         if pd.isna(base.get("graph_us")) or pd.isna(tri.get("graph_us")):
             return {"speedup": None, "ci_low": None, "ci_high": None, "basis": "none (launch-bound, no graph)"}
@@ -194,21 +212,19 @@ def targets(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 pct = rec.get("pct_copy_bw")
                 if pd.isna(pct):
                     row.update(verdict=NOT_RESOLVED, note="no measured copy bandwidth in this run")
-                elif rec.get("launch_bound"):
+                elif rec.get("launch_bound") and not _device_basis(rec):
                     row.update(
                         value=pct, verdict=NOT_RESOLVED, note="launch-bound: the event median may hold launch gaps"
                     )
                 else:
-                    low, high = (
-                        pct * rec["median_us"] / rec["ci95_high_us"],
-                        pct * rec["median_us"] / rec["ci95_low_us"],
-                    )
+                    us, lo_us, hi_us, name = _basis_time(rec)  # pct_copy_bw is on this time already
+                    low, high = pct * us / hi_us, pct * us / lo_us
                     row.update(
                         value=pct,
                         ci_low=low,
                         ci_high=high,
                         verdict=_verdict(pct, low, high, target.at_least),
-                        note="event median" + (", launch-bound" if rec.get("launch_bound") else ""),
+                        note=name + (", launch-bound" if rec.get("launch_bound") else ""),
                     )
             out.append(row)
     return pd.DataFrame(
