@@ -239,7 +239,13 @@ class StandinDevice:
 
     def properties(self, index: int = 0) -> types.SimpleNamespace:
         return types.SimpleNamespace(
-            name="stand-in", clock_rate=self.clock_khz, L2_cache_size=self.l2_bytes, multi_processor_count=4
+            name="stand-in",
+            clock_rate=self.clock_khz,
+            L2_cache_size=self.l2_bytes,
+            multi_processor_count=4,
+            major=9,
+            minor=0,
+            shared_memory_per_block_optin=228 * 1024,
         )
 
 

@@ -216,3 +216,32 @@ def test_work_and_traffic_model():
     shape = _shape(M=8192, N=8192, K=1000)
     assert SPEC.flops(shape) == 2 * 8192 * 8192 * 1000
     assert SPEC.bytes_moved(shape, torch.bfloat16) == 2 * (8192 * 1000 + 1000 * 8192 + 8192 * 8192)
+
+
+def test_the_tma_allocator_is_set_in_the_launching_thread(monkeypatch):
+    """A sweep prepares (and compiles) each config in a worker thread and launches it in the main thread;
+    triton.set_allocator is a ContextVar read at launch, so the closure must set it where it launches (set
+    at prepare time instead, every TMA config of every sweep failed with 'no allocator was set')."""
+    import threading
+
+    seen = {}
+    monkeypatch.setattr(mm, "tma_unsupported_reason", lambda *a, **k: None)
+    monkeypatch.setattr(mm.triton, "set_allocator", lambda alloc: seen.setdefault("set_in", threading.get_ident()))
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *args, **meta: seen.setdefault("launched_in", threading.get_ident())
+
+    monkeypatch.setattr(mm, "_matmul_persistent_kernel", Kernel())
+    shape = _shape(M=64, N=64, K=64)
+    inputs = SPEC.make_inputs(shape, torch.float16, "cpu", 0)
+    config = {**mm._persistent_default(shape, torch.float16), "TMA": 1}
+    prepared = {}
+    worker = threading.Thread(
+        target=lambda: prepared.setdefault("fn", PERSISTENT.prepare(inputs, SPEC.make_output(inputs), config))
+    )
+    worker.start()
+    worker.join()
+    assert "set_in" not in seen  # nothing set in the worker, where no launch happens
+    prepared["fn"]()
+    assert seen["set_in"] == seen["launched_in"] == threading.get_ident()

@@ -1,0 +1,260 @@
+"""The claim rules on the device-time basis, the rerun calibration they are judged by, and the sweep's
+ranking by device time (issue 21). Each test names the planted bug it caught when it was written.
+
+- device_basis_is_used_and_floored: claims on event medians although device time exists; the rerun floor
+  left out of the threshold.
+- no_calibration_no_claim: a claim made on the in-job A/A floor alone.
+- sustained_basis_and_regime: claims on burst samples although both sides have sustained ones; opposite
+  burst/sustained verdicts reported as a plain claim.
+- launch_bound_needs_a_host_bound_record: a record starved by late launches called launch-bound however far
+  its device time is above its host launch cost.
+- rerun observations / floors: a pair of runs whose sweeps chose different configs counted as a rerun;
+  kinds pooled; the pair floor as the larger side instead of the quadrature sum; a size class edge off by one.
+- sweep_ranks_by_device_time: the sweep ranking configs by event medians.
+"""
+
+import json
+import math
+
+import pytest
+import torch
+
+from kernelscope import claims, reruns, sweep
+from kernelscope.spec import Implementation, KernelSpec, Tolerance
+from standin_device import SHAPE, StandinDevice, sampling_settings
+from standin_device import standin_cuda  # noqa: F401 - the fixture
+
+# a rerun calibration with one group per kind at 5-20 µs and 0-5 µs
+CALIBRATION = {
+    "kind": "rerun calibration",
+    "runs": {"r1": {}, "r2": {}, "r3": {}},
+    "summary": [
+        {
+            "basis": "device",
+            "size_class": "5-20 us",
+            "kind": "triton",
+            "n": 40,
+            "median_rel": 0.01,
+            "p95_rel": 0.03,
+            "max_rel": 0.05,
+        },
+        {
+            "basis": "device",
+            "size_class": "5-20 us",
+            "kind": "eager",
+            "n": 40,
+            "median_rel": 0.01,
+            "p95_rel": 0.04,
+            "max_rel": 0.05,
+        },
+        {
+            "basis": "sustained",
+            "size_class": ">=1000 us",
+            "kind": "triton",
+            "n": 10,
+            "median_rel": 0.01,
+            "p95_rel": 0.02,
+            "max_rel": 0.03,
+        },
+        {
+            "basis": "sustained",
+            "size_class": ">=1000 us",
+            "kind": "eager",
+            "n": 10,
+            "median_rel": 0.01,
+            "p95_rel": 0.02,
+            "max_rel": 0.03,
+        },
+    ],
+}
+
+
+def _samples(median: float, n: int = 60, spread: float = 0.002) -> list[float]:
+    return [median * (1 + spread * ((i % 7) - 3) / 3) for i in range(n)]
+
+
+def _rec(name: str, kind: str, event_us: float, device_us: float | None, sustained_us: float | None = None, **kw):
+    rec = {
+        "implementation": name,
+        "kind": kind,
+        "status": "ok",
+        "samples_us": _samples(event_us),
+        "median_us": event_us,
+        "n": 60,
+        "enqueue": "batched:10",
+        **kw,
+    }
+    if device_us is not None:
+        rec["device"] = {"status": "ok", "samples_us": _samples(device_us), "median_us": device_us}
+    if sustained_us is not None:
+        rec["sustained"] = {"status": "ok", "samples_us": _samples(sustained_us), "median_us": sustained_us}
+    return rec
+
+
+def test_device_basis_is_used_and_floored():
+    # events say the Triton kernel is 30 % slower (host launch path); device time says 10 % faster
+    a, b = _rec("triton_x", "triton", 13.0, 9.0), _rec("torch", "eager", 10.0, 10.0)
+    claim = claims.compare(a, b, 0.001, interpreter=False, calibration=CALIBRATION, aa_device={"device": 0.002})
+    assert claim["verdict"] == claims.FASTER and claim["basis"] == claims.DEVICE_BASIS
+    assert claim["median_a_us"] == pytest.approx(9.0)
+    floor = claim["rerun_floor"]
+    assert floor["rel"] == pytest.approx(math.hypot(0.03, 0.04)) and floor["trials"] == 3
+    assert claim["threshold_rel"] == pytest.approx(0.05)
+    # 4 % apart: above the A/A floor, below the calibrated rerun floor of 5 %
+    close = claims.compare(_rec("triton_x", "triton", 13.0, 9.6), b, 0.001, False, calibration=CALIBRATION)
+    assert close["verdict"] == claims.UNRESOLVED and "rerun floor 5.0%" in close["why"]
+
+
+def test_no_calibration_no_claim():
+    a, b = _rec("triton_x", "triton", 13.0, 8.0), _rec("torch", "eager", 10.0, 10.0)
+    claim = claims.compare(a, b, 0.001, interpreter=False, calibration=None)
+    assert claim["verdict"] == claims.UNRESOLVED and "no rerun calibration" in claim["why"]
+    # a size class the calibration did not measure is the same as none
+    tiny = claims.compare(_rec("t", "triton", 3, 2.0), _rec("torch", "eager", 3, 3.0), 0.0, False, CALIBRATION)
+    assert tiny["verdict"] == claims.UNRESOLVED and "0-5 us" in tiny["why"]
+
+
+def test_sustained_basis_and_regime():
+    # burst: Triton 10 % faster; sustained: 10 % slower -> regime-dependent, not a claim
+    a = _rec("triton_x", "triton", 1500, 1400, sustained_us=1760)
+    b = _rec("torch", "eager", 1600, 1560, sustained_us=1600)
+    cal = {
+        **CALIBRATION,
+        "summary": CALIBRATION["summary"]
+        + [
+            {
+                "basis": "device",
+                "size_class": ">=1000 us",
+                "kind": k,
+                "n": 10,
+                "median_rel": 0.01,
+                "p95_rel": 0.03,
+                "max_rel": 0.05,
+            }
+            for k in ("triton", "eager")
+        ],
+    }
+    claim = claims.compare(a, b, 0.0, False, calibration=cal)
+    assert claim["verdict"] == claims.REGIME_DEPENDENT
+    assert "sustained" in claim["why"] and "burst" in claim["why"]
+    # the same direction in both regimes: a claim on the sustained samples
+    a2 = _rec("triton_x", "triton", 1500, 1400, sustained_us=1450)
+    agree = claims.compare(a2, b, 0.0, False, calibration=cal)
+    assert agree["verdict"] == claims.FASTER and agree["basis"] == claims.SUSTAINED_BASIS
+    assert agree["median_a_us"] == pytest.approx(1450)
+
+
+def test_launch_bound_needs_a_host_bound_record():
+    starved = {"starved_samples": 30, "n": 100}  # 30 % of samples launched late
+    long_kernel = _rec("t", "triton", 900.0, 880.0, host_wall_us=12.0, **starved)
+    assert not claims.launch_bound(long_kernel)
+    short_kernel = _rec("t", "triton", 9.0, 3.0, host_wall_us=12.0, **starved)
+    assert claims.launch_bound(short_kernel)
+    old_record = _rec("t", "triton", 900.0, None, **starved)  # no device time: the late-launch count decides
+    assert claims.launch_bound(old_record)
+
+
+def _run(tmp_path, label: str, recs: list[dict]) -> "object":
+    path = tmp_path / label / "timing" / "k" / "float16"
+    path.mkdir(parents=True)
+    doc = {
+        "device": label,
+        "kernel": "k",
+        "shape": "S",
+        "dtype": "float16",
+        "primary_baseline": "torch",
+        "implementations": recs,
+    }
+    (path / "S.json").write_text(json.dumps(doc))
+    return tmp_path / label
+
+
+def test_rerun_observations_skip_changed_configs_and_group_by_kind(tmp_path):
+    r1 = _run(
+        tmp_path,
+        "r1",
+        [
+            _rec("torch", "eager", 10, 10.0),
+            _rec("tri", "triton", 8, 8.0, config={"w": 4}),
+            _rec("tc", "compile", 8, 8.0),
+        ],
+    )
+    r2 = _run(
+        tmp_path,
+        "r2",
+        [
+            _rec("torch", "eager", 10, 10.2),
+            _rec("tri", "triton", 8, 6.0, config={"w": 8}),
+            _rec("tc", "compile", 8, 8.8),
+        ],
+    )
+    rows = reruns.observations({"r1": r1, "r2": r2})
+    device = {r["implementation"]: r for r in rows if r["basis"] == "device"}
+    assert set(device) == {"torch", "tc"}  # tri's sweeps chose different configs: not a rerun
+    assert device["torch"]["rel_diff"] == pytest.approx(0.02) and device["tc"]["rel_diff"] == pytest.approx(0.1)
+    summary = {(s["basis"], s["kind"]): s for s in reruns.summarise(rows)}
+    assert summary[("device", "eager")]["p95_rel"] == pytest.approx(0.02)
+    assert summary[("device", "compile")]["p95_rel"] == pytest.approx(0.1)
+    assert ("event", "eager") in summary and all(s["size_class"] == "5-20 us" for s in summary.values())
+
+
+def test_rerun_floor_and_size_classes():
+    assert reruns.size_class(4.999) == "0-5 us" and reruns.size_class(5.0) == "5-20 us"
+    assert reruns.size_class(1000.0) == ">=1000 us"
+    floor = reruns.floor(CALIBRATION, "device", 12.0, ["triton", "eager"])
+    assert floor["rel"] == pytest.approx(0.05) and floor["n"] == 40 and floor["size_class"] == "5-20 us"
+    assert reruns.floor(CALIBRATION, "device", 12.0, ["triton", "compile"]) is None
+    assert reruns.floor(None, "device", 12.0, ["triton", "eager"]) is None
+
+
+def test_rerun_record_is_checked(tmp_path):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(CALIBRATION))
+    assert reruns.load_record(good)["summary"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"kind": "rerun calibration", "summary": [{"basis": "device"}]}))
+    with pytest.raises(ValueError, match="not a rerun calibration record"):
+        reruns.load_record(bad)
+    assert reruns.main([str(tmp_path / "nothing"), "--out", str(tmp_path / "o.json")]) == 2
+
+
+def test_sweep_ranks_by_device_time(standin_cuda: StandinDevice):  # noqa: F811 - the fixture
+    # config "a": 2 µs on the device but 40 µs of host launch path (events see the launch gap);
+    # config "b": 3 µs on the device, launched at once. By events b wins; by device time a does.
+    kernels = {"a": standin_cuda.kernel(2.0, name="k_a", launch_us=40.0), "b": standin_cuda.kernel(3.0, name="k_b")}
+
+    def prepare(inputs, out, config):
+        kernel = kernels[config["c"]]
+
+        def run():
+            kernel()
+            out.copy_(inputs["x"])
+            return out
+
+        return run
+
+    impl = Implementation(
+        "triton_x",
+        "triton",
+        prepare,
+        configs=lambda s, d: [{"c": "a"}, {"c": "b"}],
+        default_config=lambda s, d: {"c": "b"},
+    )
+    spec = KernelSpec(
+        name="standin",
+        description="two configs",
+        implementations=[impl, Implementation("torch", "eager", prepare)],
+        make_inputs=lambda shape, dtype, device, seed: {"x": torch.ones(4, dtype=dtype)},
+        make_output=lambda inputs: torch.zeros_like(inputs["x"]),
+        reference=lambda inputs: inputs["x"],
+        tolerances={torch.float32: Tolerance(0, 0, "exact")},
+        flops=lambda s: 0.0,
+        bytes_moved=lambda s, d: 0.0,
+        shape_sets={"cpu": [SHAPE]},
+    )
+    settings = sampling_settings(device_time_s=1e-4, device_min_samples=10, device_max_samples=10)
+    result = sweep.sweep_variant(spec, impl, SHAPE, torch.float32, settings)
+    by_key = {r["key"]: r for r in result["configs"]}
+    assert by_key["c=a"]["event_median_us"] > by_key["c=b"]["event_median_us"]
+    assert by_key["c=a"]["median_us"] == pytest.approx(2.0) and by_key["c=a"]["basis"] == "device"
+    assert result["best"]["config"] == {"c": "a"}
