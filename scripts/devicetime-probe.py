@@ -52,14 +52,16 @@ for name, fn in (("softmax 64x1024 + add", two_kernels), ("matmul 8192^3", lambd
     dev = timing.measure_device(fn, settings, flush, ev["median_us"])
     t_dev = time.perf_counter() - t0
     g = timing.graph_replay_us(fn, 20, flush=flush)
-    line = f"{name}: event {ev['median_us']:.2f} us, device sum {dev.get('median_us', float('nan')):.2f} span "
-    line += f"{dev.get('span_median_us', float('nan')):.2f} ({dev.get('n')} calls, {t_dev:.2f} s), graph {g.get('median_us', float('nan')):.2f}"
+    nan = float("nan")
+    line = f"{name}: event {ev['median_us']:.2f} us, device sum {dev.get('median_us', nan):.2f} span "
+    line += f"{dev.get('span_median_us', nan):.2f} ({dev.get('n')} calls, {t_dev:.2f} s), "
+    line += f"graph {g.get('median_us', nan):.2f}"
     print(line, dev.get("status"), dev.get("reason", ""))
     if ev["median_us"] > 200:
         t0 = time.perf_counter()
         s = timing.measure_sustained(fn, settings, flush)
         print(
-            f"  sustained {s.get('median_us', float('nan')):.1f} us ({time.perf_counter() - t0:.2f} s)",
+            f"  sustained {s.get('median_us', nan):.1f} us ({time.perf_counter() - t0:.2f} s)",
             s.get("status"),
             s.get("reason", ""),
         )

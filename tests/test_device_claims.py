@@ -17,12 +17,14 @@ import json
 import math
 
 import pytest
+import standin_device
 import torch
+from standin_device import SHAPE, StandinDevice, sampling_settings
 
 from kernelscope import claims, reruns, sweep
 from kernelscope.spec import Implementation, KernelSpec, Tolerance
-from standin_device import SHAPE, StandinDevice, sampling_settings
-from standin_device import standin_cuda  # noqa: F401 - the fixture
+
+standin_cuda = standin_device.standin_cuda
 
 # a rerun calibration with one group per kind at 5-20 µs and 0-5 µs
 CALIBRATION = {
@@ -218,7 +220,7 @@ def test_rerun_record_is_checked(tmp_path):
     assert reruns.main([str(tmp_path / "nothing"), "--out", str(tmp_path / "o.json")]) == 2
 
 
-def test_sweep_ranks_by_device_time(standin_cuda: StandinDevice):  # noqa: F811 - the fixture
+def test_sweep_ranks_by_device_time(standin_cuda: StandinDevice):
     # config "a": 2 µs on the device but 40 µs of host launch path (events see the launch gap);
     # config "b": 3 µs on the device, launched at once. By events b wins; by device time a does.
     kernels = {"a": standin_cuda.kernel(2.0, name="k_a", launch_us=40.0), "b": standin_cuda.kernel(3.0, name="k_b")}
