@@ -185,4 +185,5 @@ def test_compare_rule_runs_against_a_copied_run_and_refuses_interpreter_timings(
     own = snakemake(cpu_run, "--dry-run", "--config", f"compare_with=[{runtime.INTERPRETER_KEY}]")
     assert own.returncode != 0 and "compare_with names this run's own results" in own.stdout + own.stderr
     missing = snakemake(cpu_run, "--dry-run", "--config", "compare_with=[nowhere]")
-    assert missing.returncode != 0 and "results/nowhere/specs.json" in missing.stdout + missing.stderr
+    assert missing.returncode != 0 and "results/nowhere/specs.json not found" in missing.stdout + missing.stderr
+    assert "copy the other run's results/<device>/ directory" in missing.stdout + missing.stderr
