@@ -21,7 +21,6 @@ Snakemake reads ``--configfile`` files before the Snakefile runs, and says of on
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -116,15 +115,6 @@ def typed_overrides(overrides: Mapping[str, Any], schema: Mapping[str, Any]) -> 
     """``snakemake --config`` values with the strings Snakemake left read as YAML where the schema wants
     a number, a boolean, null (or a list or mapping of them)."""
     return {k: _typed(v, _child(schema, schema, k), schema) for k, v in overrides.items()}
-
-
-def _merge(target: dict[str, Any], update: Mapping[str, Any]) -> None:
-    """Snakemake's merge of ``--config`` into the config: mappings key by key, anything else replaced."""
-    for key, value in update.items():
-        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
 
 
 # --- where a value came from -------------------------------------------------------------------------------
@@ -301,8 +291,10 @@ def settle(config: dict[str, Any], settings: Any, configfile: str, schema_path: 
     merged over ``config`` again, then every schema error reported with where it came from. ``settings`` is
     ``workflow.config_settings``. Returns the sources, to say where a planning error's key was set."""
     schema = yaml.safe_load(Path(schema_path).read_text())
+    from snakemake.utils import update_config  # the merge Snakemake itself made of the untyped values
+
     overrides = dict(settings.config or {})
-    _merge(config, typed_overrides(overrides, schema))
+    update_config(config, typed_overrides(overrides, schema))
     files = ([] if settings.replace_workflow_config else [configfile]) + [str(f) for f in settings.configfiles]
     sources = Sources(files, overrides)
     check(config, schema, sources)
