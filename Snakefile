@@ -6,15 +6,38 @@
 #
 # What each stage writes where (the results path grammar): kernelscope/cases.py's docstring.
 
+import sys
+
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
+sys.path.insert(0, workflow.basedir)
+
+from kernelscope import configuration as ks_configuration
+
+CONFIG_FILE = "config/config.yaml"
+CONFIG_SCHEMA = "workflow/schemas/config.schema.yaml"
+# Config errors are raised again as WorkflowError: Snakemake prints its message without a traceback.
+# Snakemake's own message for a config file that is not valid YAML names neither the file nor the line.
+try:
+    ks_configuration.check_yaml(CONFIG_FILE)
+except ks_configuration.ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
 
 
-configfile: "config/config.yaml"
+configfile: CONFIG_FILE
 
 
-validate(config, schema="workflow/schemas/config.schema.yaml")
+# --config values typed as the schema says (Snakemake passes nested ones as strings); every schema error
+# with the file and line (or --config) it came from and what is allowed; then Snakemake fills in the defaults
+try:
+    CONFIG_SOURCES = ks_configuration.settle(
+        config, workflow.config_settings, CONFIG_FILE, f"{workflow.basedir}/{CONFIG_SCHEMA}"
+    )
+except ks_configuration.ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
+validate(config, schema=CONFIG_SCHEMA)
 
 
 include: "workflow/rules/common.smk"

@@ -48,8 +48,8 @@ from kernelscope import catalog
 INTERPRETER_KEY = "cpu-interpreter"
 #: ``device: any-gpu``: a GPU plan for whichever CUDA device each job lands on (recorded per case)
 ANY_GPU = "any-gpu"
-#: GPU memory of the devices the planner knows by key, in GiB (nvidia-smi's memory.total); other devices
-#: are checked only when the config gives ``device_memory_gib``
+#: GPU memory of the devices the planner knows by key, in GiB (nvidia-smi's memory.total); other GPUs are
+#: checked only when the config gives ``device_memory_gib``, an interpreter run against the host's memory
 KNOWN_MEMORY_GIB = {
     "nvidia-h200": 143771 / 1024,
     "nvidia-h100-80gb-hbm3": 81559 / 1024,
@@ -61,7 +61,12 @@ ORDERED_SETTINGS = (("min_samples", "max_samples"), ("min_time_s", "max_time_s")
 
 
 class ConfigError(ValueError):
-    """The config asks for something the kernels do not declare; the message names it."""
+    """The config asks for something the kernels do not declare; the message names it, and ``path`` the
+    config key it is about (``("kernels", "softmax", "dtypes")``), for the workflow to say where it was set."""
+
+    def __init__(self, message: str, path: Sequence[str | int] = ()) -> None:
+        super().__init__(message)
+        self.path = tuple(path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,23 +166,18 @@ def _kernel_entries(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     wanted = config.get("kernels") or {name: {} for name in kernels}
     unknown = sorted(set(wanted) - set(kernels))
     if unknown:
-        raise ConfigError(f"config names unknown kernel(s) {unknown}; kernels/ declares {sorted(kernels)}")
+        raise ConfigError(
+            f"config names unknown kernel(s) {unknown}; kernels/ declares {sorted(kernels)}", ("kernels", unknown[0])
+        )
     return {name: dict(entry or {}) for name, entry in wanted.items()}
 
 
-def _as_int(value: Any) -> int | None:
-    """An integer, or its digits (``snakemake --config 'kernels={...}'`` passes nested values as strings)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value):
-        return int(value)
-    return None
-
-
-def check_shape(kernel: str, entry: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, int]:
-    """A config-given shape's parameters, refused unless each is a declared one with a valid value:
-    sizes are integers >= 1, switches (declared only as 0 or 1) are 0 or 1, and none is missing."""
+def check_shape(kernel: str, entry: Mapping[str, Any], params: Mapping[str, Any], index: int = 0) -> dict[str, int]:
+    """A config-given shape's parameters (``kernels.<kernel>.shapes[index]``), refused unless each is a
+    declared one with a valid value: sizes are integers >= 1, switches (declared only as 0 or 1) are 0 or 1,
+    and none is missing."""
     field = f"kernels.{kernel}.shapes"
+    path = ("kernels", kernel, "shapes", index)
     declared = entry["params"]
     allowed = declared["required"] + declared["optional"]
     given = {k: v for k, v in params.items() if k != "reason"}
@@ -185,34 +185,43 @@ def check_shape(kernel: str, entry: Mapping[str, Any], params: Mapping[str, Any]
     if missing:
         raise ConfigError(
             f"{field}: shape {dict(given)} lacks {missing}; {kernel} needs {declared['required']} "
-            f"(optional: {declared['optional']})"
+            f"(optional: {declared['optional']})",
+            path,
         )
     extra = [n for n in given if n not in allowed]
     if extra:
-        raise ConfigError(f"{field}: shape {dict(given)} has unknown parameter(s) {extra}; {kernel} takes {allowed}")
-    for name, raw in given.items():
-        value = _as_int(raw)
-        if value is None:
-            raise ConfigError(f"{field}: {name}={raw!r} in {dict(given)} is not an integer")
+        raise ConfigError(
+            f"{field}: shape {dict(given)} has unknown parameter(s) {extra}; {kernel} takes {allowed}",
+            (*path, extra[0]),
+        )
+    for name, value in given.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f"{field}: {name}={value!r} in {dict(given)} is not an integer", (*path, name))
         if name in declared["flags"] and value not in (0, 1):
-            raise ConfigError(f"{field}: {name}={value} in {dict(given)} is a switch; allowed: 0 or 1")
+            raise ConfigError(f"{field}: {name}={value} in {dict(given)} is a switch; allowed: 0 or 1", (*path, name))
         if name not in declared["flags"] and value < 1:
-            raise ConfigError(f"{field}: {name}={value} in {dict(given)} is a size; allowed: an integer >= 1")
-    return {k: _as_int(v) for k, v in given.items()}
+            raise ConfigError(
+                f"{field}: {name}={value} in {dict(given)} is a size; allowed: an integer >= 1", (*path, name)
+            )
+    return dict(given)
 
 
 def shapes_for(name: str, entry: Mapping[str, Any], selection: Mapping[str, Any], set_name: str) -> list[dict]:
     """The shapes of one kernel: ``[{"params": {...}, "reason": ...}]``."""
     if selection.get("shapes"):
         return [
-            {"params": check_shape(name, entry, params), "reason": str(params.get("reason", "given in the config"))}
-            for params in selection["shapes"]
+            {
+                "params": check_shape(name, entry, params, index),
+                "reason": str(params.get("reason", "given in the config")),
+            }
+            for index, params in enumerate(selection["shapes"])
         ]
     set_name = selection.get("shape_set", set_name)
     if set_name not in entry["shape_sets"]:
         raise ConfigError(
             f"kernels.{name}.shape_set: kernel {name!r} has no shape set {set_name!r}; it declares "
-            f"{sorted(entry['shape_sets'])}"
+            f"{sorted(entry['shape_sets'])}",
+            ("kernels", name, "shape_set"),
         )
     return list(entry["shape_sets"][set_name])
 
@@ -224,7 +233,8 @@ def dtypes_for(name: str, entry: Mapping[str, Any], selection: Mapping[str, Any]
     if bad:
         raise ConfigError(
             f"kernels.{name}.dtypes: kernel {name!r}: dtype(s) {bad} not supported; it declares "
-            f"tolerances for {declared}"
+            f"tolerances for {declared}",
+            ("kernels", name, "dtypes"),
         )
     return list(chosen)
 
@@ -238,19 +248,32 @@ def implementations_for(name: str, entry: Mapping[str, Any], selection: Mapping[
         unknown = [n for n in names if n not in entry[field]]
         if unknown:
             raise ConfigError(
-                f"kernels.{name}.{field}: {unknown} not declared by kernel {name!r}; it declares {entry[field]}"
+                f"kernels.{name}.{field}: {unknown} not declared by kernel {name!r}; it declares {entry[field]}",
+                ("kernels", name, field),
             )
         chosen[field] = [n for n in entry[field] if n in names]
     if entry["primary_baseline"] not in chosen["baselines"]:
         raise ConfigError(
             f"kernels.{name}.baselines: {chosen['baselines']} leaves out {entry['primary_baseline']!r}, "
-            f"the primary baseline that every variant is ranked against; add it"
+            f"the primary baseline that every variant is ranked against; add it",
+            ("kernels", name, "baselines"),
         )
     return chosen["variants"], chosen["baselines"]
 
 
+def host_memory_gib() -> float | None:
+    """The planning machine's physical memory (None where the OS does not say): what an interpreter run,
+    whose tensors live in host memory, has."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
 def device_memory_gib(config: Mapping[str, Any], key: str) -> float | None:
-    return config.get("device_memory_gib") or KNOWN_MEMORY_GIB.get(key)
+    if config.get("device_memory_gib"):
+        return config["device_memory_gib"]
+    return host_memory_gib() if is_interpreter(key) else KNOWN_MEMORY_GIB.get(key)
 
 
 def check_fits(case: Mapping[str, Any], entry: Mapping[str, Any], memory_gib: float | None, key: str) -> None:
@@ -258,9 +281,11 @@ def check_fits(case: Mapping[str, Any], entry: Mapping[str, Any], memory_gib: fl
         return
     need = catalog.footprint_bytes(entry, case["params"], case["dtype"])
     if need > memory_gib * 2**30:
+        where = f"{key} (this machine's memory)" if is_interpreter(key) else key
         raise ConfigError(
             f"kernels.{case['kernel']}.shapes: {case['shape']} at {case['dtype']} needs at least "
-            f"{need / 2**30:.1f} GiB for its inputs and output; {key} has {memory_gib:.1f} GiB"
+            f"{need / 2**30:.1f} GiB for its inputs and output; {where} has {memory_gib:.1f} GiB",
+            ("kernels", case["kernel"], "shapes"),
         )
 
 
@@ -276,21 +301,36 @@ def check_timing(config: Mapping[str, Any]) -> None:
     for field, block in blocks.items():
         for low, high in ORDERED_SETTINGS:
             if low in block and high in block and block[low] > block[high]:
-                raise ConfigError(f"{field}: {low}={block[low]} exceeds {high}={block[high]}; allowed: {low} <= {high}")
+                raise ConfigError(
+                    f"{field}: {low}={block[low]} exceeds {high}={block[high]}; allowed: {low} <= {high}",
+                    (*field.split("."), low),
+                )
 
 
-def check_compare_with(config: Mapping[str, Any], key: str) -> list[str]:
+def check_compare_with(config: Mapping[str, Any], key: str, results_root: str | Path = "results") -> list[str]:
+    """The runs to compare with: device keys other than this run's, each with a copied ``results/<key>/``
+    (its ``specs.json`` at least) under ``results_root``."""
     others = config.get("compare_with", [])
+    field = ("compare_with",)
     if not isinstance(others, list) or not all(isinstance(o, str) for o in others):
-        raise ConfigError(f"compare_with: {others!r} is not a list of device keys (compare_with: [nvidia-h100])")
+        raise ConfigError(f"compare_with: {others!r} is not a list of device keys (compare_with: [nvidia-h100])", field)
     bad = [o for o in others if o != slug(o)]
     if bad:
         raise ConfigError(
             f"compare_with: {bad} are not device keys (results/<device> directory names such as "
-            f"{[slug(o) for o in bad]})"
+            f"{[slug(o) for o in bad]})",
+            field,
         )
     if key in others:
-        raise ConfigError(f"compare_with names this run's own results ({key}); name other runs' devices")
+        raise ConfigError(f"compare_with names this run's own results ({key}); name other runs' devices", field)
+    missing = [o for o in others if not (Path(results_root) / o / "specs.json").is_file()]
+    if missing:
+        raise ConfigError(
+            f"compare_with: {', '.join(f'{results_root}/{o}/specs.json' for o in missing)} not found: copy the "
+            f"other run's results/<device>/ directory (from the machine that ran it) to "
+            f"{', '.join(f'{results_root}/{o}/' for o in missing)} here, then rerun",
+            field,
+        )
     return list(others)
 
 
@@ -360,7 +400,8 @@ def ncu_selection(value: bool | Sequence[str], cases: Sequence[Mapping[str, Any]
     if unknown:
         raise ConfigError(
             f"ncu names {unknown}, which are not cases of this plan (kernel/dtype/shape or a kernel "
-            f"name); planned cases include {ids[:4]}"
+            f"name); planned cases include {ids[:4]}",
+            ("ncu",),
         )
     return [i for i in ids if i in value or i.split("/")[0] in value]
 

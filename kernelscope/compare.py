@@ -533,7 +533,16 @@ def build(
 ) -> dict[str, Any]:
     """Write ``out_dir/report.{md,html}`` and ``out_dir/comparison.csv``; returns the comparability verdict.
     ``label_a``/``label_b`` name the runs in the document (two runs on one GPU share a device key)."""
-    a, b = rundata.collect(Path(results_a)), rundata.collect(Path(results_b))
+    a = rundata.collect(Path(results_a))
+    try:
+        b = rundata.collect(Path(results_b))
+    except results.CorruptResult as exc:  # B is a copy of another run: no rule here rebuilds its files
+        raise results.CorruptResult(
+            exc.path,
+            exc.problem,
+            f"{results_b} is a copy of another run, which cannot be rebuilt here: copy {results_b}/ again from "
+            "the machine that ran it (or unpack it again from the archive it came in), then rerun",
+        ) from None
     for data, label in ((a, label_a), (b, label_b)):
         if label:
             data["specs"] = {**data["specs"], "device": label}

@@ -5,13 +5,17 @@ up as NaN and fails; NaN or Inf where the reference is finite always fails. On t
 is repeated with a different poison (a large finite sentinel), and the two outputs must agree bit for
 bit: that catches unwritten elements where the reference itself is NaN, and races (a result that moves
 between identical runs). The inputs must come back unchanged.
+
+A reference that raises is the kernel declaration's fault, not the implementation's: every record of the
+case gets status ``reference_error`` (not checked, so never timed) and the case's ``reference_error`` says
+what the reference raised.
 """
 
 from __future__ import annotations
 
 import math
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -20,6 +24,11 @@ from kernelscope import faults, gpus, runtime, timing
 from kernelscope.spec import Declined, Implementation, Inputs, KernelSpec, Shape
 
 SENTINEL = -1234.5  # second poison: finite, exactly representable in fp16/bf16/fp32, not a plausible result
+REFERENCE_ERROR = "reference_error"
+
+
+class ReferenceFailed(Exception):
+    """The kernel's fp64 reference raised: no implementation can be checked against it."""
 
 
 def compare(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> dict[str, Any]:
@@ -42,9 +51,9 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: flo
     diff = (a_f - e_f).abs()
     bound = atol + rtol * e_f.abs()
     bad = int(((diff > bound) | ~torch.isfinite(diff)).sum())
-    finite_diff = diff[torch.isfinite(diff)]
-    max_abs = float(finite_diff.max()) if finite_diff.numel() else 0.0
-    rel = finite_diff / e_f.abs()[torch.isfinite(diff)].clamp_min(torch.finfo(torch.float64).tiny)
+    # a NaN or infinite output where the reference is finite makes the error NaN or infinite, never 0
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    rel = diff / e_f.abs().clamp_min(torch.finfo(torch.float64).tiny)
     ref_norm = float(torch.linalg.vector_norm(e_f)) if e_f.numel() else 0.0
     err_norm = float(torch.linalg.vector_norm(torch.nan_to_num(a_f - e_f, nan=math.inf))) if e_f.numel() else 0.0
     failures = []
@@ -75,13 +84,17 @@ def _worst_index(diff: torch.Tensor, bound: torch.Tensor, finite_ref: torch.Tens
 
 
 def reference_for(spec: KernelSpec, inputs: Inputs) -> torch.Tensor:
-    """The fp64 reference, computed on the inputs' device from float64 copies."""
+    """The fp64 reference, computed on the inputs' device from float64 copies; :class:`ReferenceFailed`
+    (saying what it raised) where the kernel's ``reference()`` raises."""
     upcast = {
         k: v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
         for k, v in inputs.items()
     }
-    with torch.no_grad():
-        return spec.reference(upcast)
+    try:
+        with torch.no_grad():
+            return spec.reference(upcast)
+    except Exception as exc:
+        raise ReferenceFailed(f"the reference of {spec.name} raised {type(exc).__name__}: {exc}") from exc
 
 
 def run_poisoned(
@@ -155,6 +168,12 @@ def check_seed(
     return record
 
 
+def _worst(errors: Iterable[float]) -> float:
+    """The largest error, NaN if any is NaN (``max`` would keep or drop a NaN depending on its position)."""
+    values = list(errors)
+    return math.nan if any(math.isnan(v) for v in values) else max(values)
+
+
 def check_implementation(
     spec: KernelSpec,
     impl: Implementation,
@@ -180,6 +199,17 @@ def check_implementation(
         with faults.bounded(impl.name):
             for i, seed in enumerate(seeds):
                 records.append(check_seed(spec, impl, shape, dtype, seed, config or {}, repeat=(i == 0)))
+    except ReferenceFailed as exc:  # not this implementation's fault: it was not checked
+        faults.after_failure()
+        return {
+            **result,
+            "status": REFERENCE_ERROR,
+            "ok": False,
+            "seeds": records,
+            "failure": f"not checked: {exc} (seed {seeds[len(records)]})",
+            "reference_error": str(exc),
+            "traceback": traceback.format_exc(limit=8),
+        }
     except Exception as exc:  # a crashing, hanging or OOM kernel is a failing kernel, recorded with its error
         faults.after_failure()
         return {
@@ -192,12 +222,9 @@ def check_implementation(
         }
     ok = all(r["ok"] for r in records)
     summary = {
-        "max_abs_err": max(r.get("max_abs_err", math.inf) for r in records),
-        "max_rel_err": max(r.get("max_rel_err", math.inf) for r in records),
-        "rel_l2_err": max(r.get("rel_l2_err", math.inf) for r in records),
+        key: _worst(r.get(key, math.inf) for r in records)
+        for key in ("max_abs_err", "max_rel_err", "rel_l2_err", *(inv.name for inv in spec.invariants))
     }
-    for inv in spec.invariants:
-        summary[inv.name] = max(r.get(inv.name, math.inf) for r in records)
     failure = next((f"seed {r['seed']}: {r['failure']}" for r in records if not r["ok"]), None)
     return {**result, "status": "pass" if ok else "fail", "ok": ok, "failure": failure, **summary, "seeds": records}
 
@@ -218,13 +245,16 @@ def _compile_ahead(
 def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequence[int]) -> dict[str, Any]:
     """Every implementation (Triton variants at their default config, baselines) and every negative
     control. A control counts as rejected only when it ran and failed by its numbers (status "fail"); one that
-    crashed tested nothing (``rejected`` False, the exception in ``control_error``). ``gate_live`` is False
-    if any negative control was accepted (the tolerance is too loose) or crashed."""
+    crashed tested nothing (``rejected`` False, the exception in ``control_error``), nor did one the reference
+    could not judge. ``gate_live`` is False if any negative control was accepted (the tolerance is too loose)
+    or crashed. ``reference_error``: what the reference raised, where it did (else None)."""
     implementations, controls = [], []
     tol = spec.tolerance(dtype)
 
     def doc() -> dict[str, Any]:
+        faulted = [r for r in implementations + controls if r["status"] == REFERENCE_ERROR]
         return {
+            "reference_error": faulted[0]["reference_error"] if faulted else None,
             "tolerance": {"atol": tol.atol, "rtol": tol.rtol, "reason": tol.reason},
             "seeds": list(seeds),
             "implementations": implementations,
@@ -245,7 +275,7 @@ def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequen
         with gpus.shared(f"correctness {impl.name}"):
             rec = check_implementation(spec, impl, shape, dtype, seeds, {})
         rec["rejected"] = rec["status"] == "fail"
-        if rec["status"] in ("error", "timeout", "oom", "compile_error"):  # crashed: see kernelscope.faults
+        if rec["status"] in ("error", "timeout", "oom", "compile_error", REFERENCE_ERROR):  # kernelscope.faults
             rec["control_error"] = rec["failure"]
         controls.append(rec)
     return doc()

@@ -422,7 +422,8 @@ def _answer_section(
             )
             first = False
         if first:
-            rows.append({"kernel": kernel, "baseline": "–", "verdicts (best Triton vs it)": "no timing result"})
+            why = _no_ratio(data, ok, kernel)
+            rows.append({"kernel": kernel, "baseline": "–", "verdicts (best Triton vs it)": why})
     df = pd.DataFrame(rows)
     notes = [
         "Speedup = baseline time / best Triton variant's time (above 1: Triton faster), per case on the claim "
@@ -461,6 +462,31 @@ def _answer_section(
             )
         )
     return {"title": "The answer", "id": "answer", "blocks": blocks}
+
+
+def _no_ratio(data: dict[str, Any], ok: pd.DataFrame, kernel: str) -> str:
+    """Why a kernel has no Triton-vs-baseline row in the answer table."""
+    planned = sum(1 for c in data["cases"] if c["kernel"] == kernel)
+    timed = ok[["shape", "dtype"]].drop_duplicates().shape[0] if not ok.empty else 0
+    faulted = len(rundata.reference_faults(data).get(kernel, []))
+    if not timed:
+        reference = f" (the reference failed on {faulted} of {planned} cases)" if faulted else ""
+        return f"no timing result{reference}"
+    if data["specs"]["interpreter"]:
+        return f"{timed} of {planned} cases timed, under the interpreter: no comparison"
+    return f"{timed} of {planned} cases timed; no Triton variant that passed the gate was timed beside a baseline"
+
+
+def _reference_refusals(data: dict[str, Any]) -> list[str]:
+    """The cases whose fp64 reference raised: the kernel declaration's fault, so no implementation of them
+    was checked or timed (each implementation's record says ``reference_error``)."""
+    return [
+        f"Anything about {len(faulted)} {kernel} case(s) ({', '.join(c['shape'] + ' ' + c['dtype'] for c in faulted)}):"
+        f" {faulted[0]['correctness']['reference_error']}, so no implementation or negative control was checked "
+        f"there and none was timed; the fault is in the reference() of kernels/{kernel}.py, not in its "
+        "implementations."
+        for kernel, faulted in rundata.reference_faults(data).items()
+    ]
 
 
 def _targets_section(target_df: pd.DataFrame) -> dict[str, Any] | None:
@@ -513,6 +539,13 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
     spec = registry.get(case["kernel"])
     blocks = [text(f"Shape {json.dumps(case['params'])}: {case['reason']}.")]
     gate = case["correctness"] or {}
+    if gate.get("reference_error"):
+        blocks.append(
+            text(
+                f"The reference failed: {gate['reference_error']}. No implementation or negative control of this "
+                "case was checked against it, and none was timed."
+            )
+        )
     if gate.get("tolerance"):
         tol = gate["tolerance"]
         blocks.append(text(f"Tolerance: atol {tol['atol']:g}, rtol {tol['rtol']:g} — {tol['reason']}."))
@@ -776,7 +809,7 @@ def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> d
         else None
     )
     verdict = claims.statements(data, tbl)
-    refusals = _refusal_order(verdict["does_not_support"])
+    refusals = _refusal_order(_reference_refusals(data) + verdict["does_not_support"])
     ratios = scores.best_ratios(data, tbl) if not specs["interpreter"] else scores.best_ratios(data, tbl).iloc[0:0]
     target_df = scores.targets(data, tbl) if not specs["interpreter"] else pd.DataFrame()
     sections = [_answer_section(data, tbl, ratios, target_df, refusals, out)]

@@ -27,7 +27,12 @@ PER_CASE = ("correctness", "sweep", "timing", "profile", "ncu")
 
 
 class CorruptResult(ValueError):
-    """A result file is not valid JSON or does not match its schema; the message says how to rebuild it."""
+    """A result file is not valid JSON or does not match its schema; the message says how to rebuild it
+    (``remedy``: what to do instead, where the file cannot be rebuilt here, such as another run's copy)."""
+
+    def __init__(self, path: str | Path, problem: str, remedy: str | None = None) -> None:
+        self.path, self.problem = path, problem
+        super().__init__(f"{path} {problem}: {remedy or rebuild_hint(path)}")
 
 
 @contextlib.contextmanager
@@ -109,12 +114,10 @@ def load(path: str | Path, kind: str | None = None) -> dict[str, Any]:
     try:
         doc = json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:
-        raise CorruptResult(f"{path} is not valid JSON ({exc}): {rebuild_hint(path)}") from None
+        raise CorruptResult(path, f"is not valid JSON ({exc})") from None
     if kind is not None:
         error = jsonschema.exceptions.best_match(validator(kind).iter_errors(doc))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "top level"
-            raise CorruptResult(
-                f"{path} is not a valid {kind} result: {error.message} (at {where}): {rebuild_hint(path)}"
-            )
+            raise CorruptResult(path, f"is not a valid {kind} result: {error.message} (at {where})")
     return doc

@@ -99,9 +99,21 @@ def status_text(rec: dict[str, Any]) -> str:
         return f"{'declined' if rec.get('declined') else 'unsupported'}: {rec.get('reason')}"
     if status == "fail":
         return f"failed the gate: {rec.get('failure')}"
+    if status == "reference_error":  # kernelscope.correctness: the reference raised, nothing was judged
+        return str(rec.get("failure"))
     if status in ("error", "timeout", "oom", "compile_error"):  # the last three: kernelscope.faults
         return f"crashed ({status}): {rec.get('failure')}"
     return str(status)
+
+
+def reference_faults(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Kernel -> its cases whose fp64 reference raised (``correctness.reference_error``): nothing was checked
+    or timed there."""
+    faults: dict[str, list[dict[str, Any]]] = {}
+    for case in data["cases"]:
+        if (case["correctness"] or {}).get("reference_error"):
+            faults.setdefault(case["kernel"], []).append(case)
+    return faults
 
 
 def case_label(case: dict[str, Any]) -> str:

@@ -78,7 +78,18 @@ def sweep_variant(
     device = runtime.device()
     with gpus.shared("sweep inputs"):
         inputs = spec.make_inputs(shape, dtype, device, seed)
-        expected = correctness.reference_for(spec, inputs)
+        try:
+            expected = correctness.reference_for(spec, inputs)
+        except correctness.ReferenceFailed as exc:  # no config can be checked, so none is timed
+            faults.after_failure()
+            return {
+                "implementation": impl.name,
+                "status": correctness.REFERENCE_ERROR,
+                "reason": f"not swept: {exc}, so no config could be checked",
+                "configs": [],
+                "best": None,
+                "traceback": traceback.format_exc(limit=6),
+            }
         runtime.synchronize()
     tol = spec.tolerance(dtype)
     default = dict(impl.default_config(shape, dtype))

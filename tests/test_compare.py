@@ -209,6 +209,24 @@ def test_compare_cli_names_a_missing_run(tmp_path, h200):
         cli.main(["compare", "--a", str(h200), "--b", str(tmp_path / "nosuch"), "--out", str(tmp_path / "o")])
 
 
+def test_a_damaged_file_of_the_copied_run_says_to_copy_it_again_and_of_this_run_how_to_rebuild(tmp_path, h200):
+    # no rule of this checkout produces results/<other>/...: the rebuild command is for this run's files only
+    from kernelscope import cli
+
+    other = _copy(h200, tmp_path, "other-run")
+    (other / CASE).write_text("{")
+    argv = ["compare", "--a", str(h200), "--b", str(other), "--out", str(tmp_path / "o")]
+    with pytest.raises(SystemExit) as err:
+        cli.main(argv)
+    msg = str(err.value)
+    assert f"{other / CASE} is not valid JSON" in msg and f"copy {other}/ again from the machine that ran it" in msg
+    assert "snakemake" not in msg
+    mine = _copy(h200, tmp_path, "this-run")
+    (mine / CASE).write_text("{")
+    with pytest.raises(SystemExit, match=f"snakemake --cores 1 --force {mine / CASE}"):
+        cli.main(["compare", "--a", str(mine), "--b", str(h200), "--out", str(tmp_path / "o2")])
+
+
 def test_warm_cache_runs_are_labelled_in_their_own_report(h200, h200_md, tmp_path):
     warm = _copy(h200, tmp_path, "warm")
     _edit(warm / "specs.json", lambda s: s["timing"].update(flush_l2=False))

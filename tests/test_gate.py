@@ -253,6 +253,20 @@ def test_the_element_counts_and_worst_index_point_at_the_planted_error():
     assert nan_rec["seeds"][0]["rel_l2_err"] == math.inf
 
 
+def test_a_nan_or_infinite_output_has_a_nan_or_infinite_error_not_zero():
+    # an all-NaN output was reported with max_abs_err 0: the non-finite differences were left out of the max
+    all_nan = _check(_eager(lambda x, n: torch.full_like(x, math.nan)))
+    assert all_nan["status"] == "fail" and all_nan["failure"].startswith("seed 0: 62 non-finite outputs")
+    for rec in (all_nan, all_nan["seeds"][0]):
+        assert math.isnan(rec["max_abs_err"]) and math.isnan(rec["max_rel_err"]) and rec["rel_l2_err"] == math.inf
+    one_inf = _check(PLANTED["Inf where the reference is finite"][0]())
+    assert one_inf["max_abs_err"] == one_inf["max_rel_err"] == math.inf
+    # NaN on the last seed only: the record's summary is NaN too (max() keeps a NaN only in first place)
+    last = _check(_eager(lambda x, n: _plus_at(2 * x.abs(), 5, math.nan if n == 4 else 0.0)))
+    assert [math.isnan(r["max_abs_err"]) for r in last["seeds"]] == [False, False, True]
+    assert math.isnan(last["max_abs_err"]) and math.isnan(last["max_rel_err"])
+
+
 def test_an_output_exactly_on_the_bound_passes_and_compare_reports_ok():
     # |out - ref| <= atol + rtol |ref| is inclusive: at ref = 2 the bound 2^-10 + 2^-6 is exact in fp32
     bound = TOL.atol + TOL.rtol * 2.0
@@ -356,6 +370,29 @@ def test_a_control_counts_as_rejected_only_when_it_fails_by_its_numbers():
         "secretly_correct": False,
     }
     assert loose["gate_live"] is False and "control_error" not in loose["negative_controls"][1]
+
+
+def test_a_reference_that_raises_is_the_references_fault_not_the_implementations():
+    calls = {"n": 0}
+
+    def reference(inputs):
+        calls["n"] += 1
+        if calls["n"] > 1:  # seed 0 of the first implementation is judged; then the reference breaks
+            raise RuntimeError("planted reference bug")
+        return _reference(inputs)
+
+    wrong = _eager(lambda x, n: _plus_at(2 * x.abs(), 5, 1.0), name="wrong_numbers")
+    spec = dataclasses.replace(_spec([wrong]), reference=reference)
+    doc = correctness.check_case(spec, SHAPE, torch.float32, SEEDS)
+    why = "the reference of toy raised RuntimeError: planted reference bug"
+    assert doc["reference_error"] == why and doc["gate_live"] is False
+    [impl], [control] = doc["implementations"], doc["negative_controls"]
+    assert impl["status"] == control["status"] == correctness.REFERENCE_ERROR
+    assert impl["ok"] is False and impl["failure"] == f"not checked: {why} (seed 1)" and len(impl["seeds"]) == 1
+    assert control["failure"] == f"not checked: {why} (seed 0)" and control["rejected"] is False
+    assert control["control_error"] == control["failure"]
+    healthy = correctness.check_case(_spec([wrong]), SHAPE, torch.float32, SEEDS)
+    assert healthy["reference_error"] is None and healthy["implementations"][0]["status"] == "pass"
 
 
 # --- every kernel's tolerance, at each dtype ----------------------------------------------------------------

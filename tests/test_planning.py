@@ -3,16 +3,16 @@ what is allowed; and the plan depends on the config, not on the machine that par
 no GPU needed to plan a GPU run)."""
 
 import copy
+import json
 import sys
 
 import pytest
 import yaml
-from snakemake.utils import validate
 
-from kernelscope import cases, catalog
+from kernelscope import cases, catalog, configuration
 from workflow_support import ROOT, copy_workflow, snakemake
 
-SCHEMA = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
+SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
 BASE = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 CPU = cases.INTERPRETER_KEY
 
@@ -30,9 +30,13 @@ def refused(doc, key=CPU):
 
 
 def schema_error(doc):
-    with pytest.raises(Exception) as err:  # snakemake's WorkflowError wraps jsonschema's ValidationError
-        validate(doc, SCHEMA)
+    with pytest.raises(cases.ConfigError) as err:
+        configuration.check(doc, SCHEMA, configuration.Sources([], {}))
     return str(err.value)
+
+
+def output(run):
+    return run.stdout + run.stderr
 
 
 def softmax(**entry):
@@ -118,14 +122,11 @@ def test_zero_switch_and_optional_size_are_accepted():
 
 def test_schema_refuses_non_integer_dims_before_planning():
     msg = schema_error(config(kernels=softmax(shapes=[{"M": "four", "N": 8}])))
-    assert "'four' is not valid under any of the given schemas" in msg and "['shapes'][0]['M']" in msg
-    validate(config(kernels=softmax(shapes=[{"M": "4", "N": "8"}])), SCHEMA)  # as --config passes them
-
-
-def test_digits_from_the_command_line_are_checked_as_integers():
-    assert "M=-4 in {'M': '-4', 'N': '8'} is a size" in refused(config(kernels=softmax(shapes=[{"M": "-4", "N": "8"}])))
-    doc = cases.specs(config(kernels=softmax(shapes=[{"M": "4", "N": "8"}])), CPU)
-    assert doc["cases"][0]["params"] == {"M": 4, "N": 8} and doc["cases"][0]["shape"] == "M4_N8"
+    assert "kernels.softmax.shapes[0].M: 'four' is not of type 'integer'; allowed: an integer" in msg
+    # a quoted number in a config file is a string, as YAML reads it (the command line's digits are typed)
+    assert "kernels.softmax.shapes[0].N: '8' is not of type 'integer'" in schema_error(
+        config(kernels=softmax(shapes=[{"M": 4, "N": "8"}]))
+    )
 
 
 def test_shape_that_cannot_fit_the_target_device():
@@ -136,6 +137,19 @@ def test_shape_that_cannot_fit_the_target_device():
         config(kernels=softmax(shapes=[{"M": 2**15, "N": 2**15}]), device_memory_gib=4), "my-gpu"
     )
     cases.specs(config(kernels=softmax(shapes=[huge])), "some-unknown-gpu")  # memory unknown: not checked
+
+
+def test_shape_that_cannot_fit_this_machine_is_refused_for_the_interpreter(monkeypatch):
+    # under the interpreter the tensors live in host memory: M=N=99999999999 crashed every job before
+    assert cases.host_memory_gib() > 0
+    msg = refused(config(kernels=softmax(shapes=[{"M": 99999999999, "N": 99999999999}])))
+    assert "M99999999999_N99999999999 at float32 needs at least" in msg
+    assert f"cpu-interpreter (this machine's memory) has {cases.host_memory_gib():.1f} GiB" in msg
+    monkeypatch.setattr(cases, "host_memory_gib", lambda: 1.0)
+    two_gib = {"M": 2**14, "N": 2**14}  # 2^28 fp32 elements in and out: 2 GiB
+    msg = refused(config(kernels=softmax(shapes=[two_gib])))
+    assert "needs at least 2.0 GiB" in msg and "has 1.0 GiB" in msg
+    cases.specs(config(kernels=softmax(shapes=[two_gib]), device_memory_gib=4), CPU)  # the config's memory wins
 
 
 def test_footprint_formula_matches_bytes_moved():
@@ -185,7 +199,7 @@ def test_sweep_timing_bounds_out_of_order():
 )
 def test_schema_refuses_timing_out_of_range(settings, message):
     msg = schema_error(config(timing={**BASE["timing"], **settings}))
-    assert message in msg and "['timing']" in msg
+    assert f"timing.{next(iter(settings))}: {message}; allowed: " in msg
 
 
 def test_time_limit_must_be_positive():
@@ -204,9 +218,171 @@ def test_malformed_comparison_request(value, message):
     assert message in refused(config(compare_with=value))
 
 
+def test_comparison_with_a_run_that_is_not_here_says_to_copy_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    msg = refused(config(compare_with=["nvidia-h100", "laptop"]))
+    assert "results/nvidia-h100/specs.json, results/laptop/specs.json not found" in msg
+    assert "copy the other run's results/<device>/ directory" in msg
+    assert "to results/nvidia-h100/, results/laptop/ here" in msg
+    for other in ("nvidia-h100", "laptop"):
+        (tmp_path / "results" / other).mkdir(parents=True)
+        (tmp_path / "results" / other / "specs.json").write_text("{}")
+    cases.specs(config(compare_with=["nvidia-h100", "laptop"]), CPU)
+
+
 def test_schema_refuses_malformed_comparison_request():
     assert "is not of type 'array'" in schema_error(config(compare_with="nvidia-h100"))
     assert "has non-unique elements" in schema_error(config(compare_with=["a", "a"]))
+
+
+# --- the config from the command line and from config files ----------------------------------------------
+
+
+def test_command_line_strings_are_read_as_yaml_where_the_schema_wants_no_string():
+    # what Snakemake hands over for --config seeds=[0] 'timing={...}' ncu=true label=null 'kernels={...}'
+    given = {
+        "seeds": ["0", "2"],
+        "timing": {"warmup": "3", "max_time_s": "0.5", "flush_l2": "false"},
+        "ncu": "true",
+        "label": "null",
+        "device_memory_gib": "null",
+        "device": "auto",
+        "kernels": {"softmax": {"dtypes": ["float32"], "shapes": [{"M": "4", "N": "8", "reason": "1024"}]}},
+        "sweep": {"max_configs_interpreter": "2", "timing_interpreter": {"min_samples": "x"}},
+        "external_references": [{"label": "a", "torch_median_us": "31.5"}],
+    }
+    assert configuration.typed_overrides(given, SCHEMA) == {
+        "seeds": [0, 2],
+        "timing": {"warmup": 3, "max_time_s": 0.5, "flush_l2": False},
+        "ncu": True,
+        "label": None,
+        "device_memory_gib": None,
+        "device": "auto",
+        "kernels": {"softmax": {"dtypes": ["float32"], "shapes": [{"M": 4, "N": 8, "reason": "1024"}]}},
+        # not a number: left as it is, for the schema to refuse with the config file's message
+        "sweep": {"max_configs_interpreter": 2, "timing_interpreter": {"min_samples": "x"}},
+        "external_references": [{"label": "a", "torch_median_us": 31.5}],  # a key the schema leaves open
+    }
+    assert configuration.typed_overrides({"ncu": ["softmax", "1"], "label": "1"}, SCHEMA) == {
+        "ncu": ["softmax", "1"],  # strings where the schema wants strings
+        "label": "1",
+    }
+
+
+# every override the README and the config's comments show, and the numbers, booleans and lists of each block
+OVERRIDES = [
+    "seeds=[0]",
+    "timing_interpreter={warmup: 3, max_time_s: 0.5, flush_l2: false}",
+    "sweep={max_configs_interpreter: 2, timing_interpreter: {min_samples: 4, max_samples: 6}}",
+    "kernels={softmax: {dtypes: [float32], shapes: [{M: 3, N: 5}]}, vector_add: {dtypes: [float32]}}",
+    "ncu=[softmax]",
+    "profile={calls: 2}",
+    "implementation_time_limit_s=60",
+    "label=second-run",
+    "compare_with=[laptop-run]",
+]
+AS_A_FILE = """seeds: [0]
+timing_interpreter: {warmup: 3, max_time_s: 0.5, flush_l2: false}
+sweep: {max_configs_interpreter: 2, timing_interpreter: {min_samples: 4, max_samples: 6}}
+kernels: {softmax: {dtypes: [float32], shapes: [{M: 3, N: 5}]}, vector_add: {dtypes: [float32]}}
+ncu: [softmax]
+profile: {calls: 2}
+implementation_time_limit_s: 60
+label: second-run
+compare_with: [laptop-run]
+"""
+
+
+@pytest.mark.workflow
+def test_command_line_overrides_plan_what_the_same_config_file_plans(tmp_path):
+    (tmp_path / "work").mkdir()
+    work = copy_workflow(tmp_path / "work")
+    (work / "results" / "laptop-run").mkdir(parents=True)
+    (work / "results" / "laptop-run" / "specs.json").write_text("{}")
+    specs = work / "results" / "second-run" / "specs.json"
+    run = snakemake(work, str(specs.relative_to(work)), "--config", *OVERRIDES)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    doc = json.loads(specs.read_text())
+    assert doc["seeds"] == [0] and doc["limits"] == {"implementation_s": 60} and doc["profile"] == {"calls": 2}
+    assert {k: doc["timing"][k] for k in ("warmup", "max_time_s", "flush_l2", "min_samples")} == {
+        "warmup": 3,
+        "max_time_s": 0.5,
+        "flush_l2": False,
+        "min_samples": BASE["timing_interpreter"]["min_samples"],  # merged over the config file's block
+    }
+    assert doc["sweep"]["max_configs"] == 2 and doc["sweep"]["timing"]["min_samples"] == 4
+    assert doc["cases"][0]["params"] == {"M": 3, "N": 5} and doc["ncu"] == ["softmax/float32/M3_N5"]
+    specs.unlink()
+    (tmp_path / "same.yaml").write_text(AS_A_FILE)
+    run = snakemake(work, str(specs.relative_to(work)), "--configfile", str(tmp_path / "same.yaml"))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert json.loads(specs.read_text()) == doc
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize(
+    ("override", "in_a_file", "message"),
+    [
+        ("seeds=[-1]", "seeds: [-1]", "seeds[0]: -1 is less than the minimum of 0; allowed: an integer >= 0"),
+        ("timing={warmup: 2.5}", "timing: {warmup: 2.5}", "timing.warmup: 2.5 is not of type 'integer'"),
+        (
+            "timing={min_samples: 500, max_samples: 100}",
+            "timing: {min_samples: 500, max_samples: 100}",
+            "timing: min_samples=500 exceeds max_samples=100; allowed: min_samples <= max_samples",
+        ),
+        (
+            "sweep={max_configs_interpreter: 0}",
+            "sweep: {max_configs_interpreter: 0}",
+            "sweep.max_configs_interpreter: 0 is less than the minimum of 1",
+        ),
+        (
+            "kernels={softmax: {shapes: [{M: 99999999999, N: 99999999999}]}}",
+            "kernels: {softmax: {shapes: [{M: 99999999999, N: 99999999999}]}}",
+            "kernels.softmax.shapes: M99999999999_N99999999999 at float16 needs at least",
+        ),
+        (
+            "bogus=1",
+            "bogus: 1",
+            "unknown key(s) bogus in the config; allowed keys: calibration, compare_with, container_image, device,",
+        ),
+    ],
+    ids=["seed", "integer", "bounds", "sweep", "host-memory", "unknown-key"],
+)
+def test_a_bad_value_gets_the_same_message_from_the_command_line_and_a_config_file(
+    tmp_path, override, in_a_file, message
+):
+    (tmp_path / "work").mkdir()
+    work = copy_workflow(tmp_path / "work")
+    (tmp_path / "mine.yaml").write_text(f"# my settings\n{in_a_file}\n")
+    for args, where in (
+        (["--config", override], "--config"),
+        (["--configfile", str(tmp_path / "mine.yaml")], f"{tmp_path / 'mine.yaml'}, line 2"),
+    ):
+        run = snakemake(work, "--dry-run", *args)
+        out = run.stdout + run.stderr
+        assert run.returncode != 0 and f"{where}: {message}" in out, out[-3000:]
+        assert len(out.splitlines()) < 10, out  # the message, not the schema and the whole config
+
+
+@pytest.mark.workflow
+def test_config_errors_name_the_file_and_line_and_what_is_allowed(tmp_path):
+    (tmp_path / "work").mkdir()
+    work = copy_workflow(tmp_path / "work")
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("timing:\n  warmup: 3\n  warmpu: 4\nkernels:\n  softmax: {dtypes: [float64]}\n  nosuch: {}\n")
+    out = output(snakemake(work, "--dry-run", "--configfile", str(mine)))
+    assert f"{mine}, line 3: unknown key(s) warmpu in timing; allowed keys: batch, clock_warmup_s, " in out
+    assert f"{mine}, line 5: kernels.softmax.dtypes[0]: 'float64' is not one of ['float16', 'bfloat16'" in out
+    mine.write_text("# narrowed\nkernels:\n  nosuch: {}\n")
+    out = output(snakemake(work, "--dry-run", "--configfile", str(mine)))
+    assert f"{mine}, line 3: config names unknown kernel(s) ['nosuch']; kernels/ declares ['attention'" in out
+    # the workflow's own config file: Snakemake alone would say only "not valid JSON or YAML"
+    text = (work / "config" / "config.yaml").read_text()
+    (work / "config" / "config.yaml").write_text(text.replace("seeds: [0, 1, 2]", "seeds: [0, 1, 2"))
+    out = output(snakemake(work, "--dry-run"))
+    line = text.splitlines().index("seeds: [0, 1, 2]") + 1
+    assert "config/config.yaml, line " in out and "not valid YAML: expected ',' or ']'" in out, out
+    assert f"(while parsing a flow sequence from line {line}, column 8)" in out, out
 
 
 # --- the plan depends on the config, not on the machine that plans ---------------------------------------
@@ -267,4 +443,4 @@ def test_snakefile_plans_a_gpu_run_without_torch(tmp_path):
         work, "--dry-run", "--config", "kernels={softmax: {dtypes: [float16], shapes: [{M: -4, N: 8}]}}", env=env
     )
     assert bad.returncode != 0
-    assert "kernels.softmax.shapes: M=-4 in {'M': '-4', 'N': '8'} is a size" in bad.stdout + bad.stderr
+    assert "--config: kernels.softmax.shapes: M=-4 in {'M': -4, 'N': 8} is a size" in bad.stdout + bad.stderr

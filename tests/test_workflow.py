@@ -84,8 +84,38 @@ def test_cpu_run_writes_a_report_with_every_section(cpu_run):
     assert "Correctness of every passing implementation" in supported
     assert "Ranking this run against the reference row 'seed 000" in md
     assert "Nsight Compute: stage not run for this case" in md
+    # its one case was timed: the answer table says so, and why that supports no comparison
+    answer = md.split("## The answer", 1)[1].split("\n## ", 1)[0]
+    assert "| softmax | – | 1 of 1 cases timed, under the interpreter: no comparison |" in answer, answer
+    assert "no timing result" not in answer
     for table in ("timing", "samples", "correctness", "sweep", "profile", "claims"):
         assert (cpu_run / "reports" / runtime.INTERPRETER_KEY / "tables" / report.table_file(table)).is_file()
+
+
+@pytest.mark.workflow
+def test_a_reference_that_raises_is_the_kernels_fault_and_the_report_is_still_built(tmp_path):
+    case = {"dtypes": ["float32"], "shapes": [{"n": 100}]}
+    small = {"kernels": {"vector_add": case}, "seeds": [0], "calibration": {"dtypes": ["float32"]}}
+    work = copy_workflow(tmp_path, small)
+    module = work / "kernels" / "vector_add.py"
+    head = "def reference(inputs: Inputs) -> torch.Tensor:\n"
+    assert module.read_text().count(head) == 1
+    module.write_text(module.read_text().replace(head, head + '    raise RuntimeError("planted reference bug")\n'))
+    run = snakemake(work)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    results = work / "results" / runtime.INTERPRETER_KEY
+    why = "the reference of vector_add raised RuntimeError: planted reference bug"
+    gate = json.loads((results / "correctness/vector_add/float32/n100.json").read_text())
+    assert gate["reference_error"] == why and not gate["gate_live"]
+    assert {r["status"] for r in gate["implementations"] + gate["negative_controls"]} == {"reference_error"}
+    swept = json.loads((results / "sweep/vector_add/float32/n100.json").read_text())
+    assert [(v["status"], v["reason"]) for v in swept["variants"]] == [
+        ("reference_error", f"not swept: {why}, so no config could be checked")
+    ]
+    md = (work / "reports" / runtime.INTERPRETER_KEY / "report.md").read_text()
+    assert f"Anything about 1 vector_add case(s) (n100 float32): {why}, so no implementation or negative" in md
+    assert "| vector_add | – | no timing result (the reference failed on 1 of 1 cases) |" in md
+    assert f"The reference failed: {why}. No implementation or negative control" in md
 
 
 @pytest.mark.workflow
@@ -185,4 +215,5 @@ def test_compare_rule_runs_against_a_copied_run_and_refuses_interpreter_timings(
     own = snakemake(cpu_run, "--dry-run", "--config", f"compare_with=[{runtime.INTERPRETER_KEY}]")
     assert own.returncode != 0 and "compare_with names this run's own results" in own.stdout + own.stderr
     missing = snakemake(cpu_run, "--dry-run", "--config", "compare_with=[nowhere]")
-    assert missing.returncode != 0 and "results/nowhere/specs.json" in missing.stdout + missing.stderr
+    assert missing.returncode != 0 and "results/nowhere/specs.json not found" in missing.stdout + missing.stderr
+    assert "copy the other run's results/<device>/ directory" in missing.stdout + missing.stderr

@@ -8,8 +8,6 @@
 import dataclasses
 import sys
 
-sys.path.insert(0, workflow.basedir)
-
 from kernelscope import cases as ks_cases
 from kernelscope import catalog as ks_catalog
 from kernelscope import container as ks_container
@@ -20,13 +18,16 @@ from kernelscope import sources as ks_sources
 ks_catalog.ensure_current(f"{workflow.basedir}/kernels/catalog.json")
 TARGET = ks_cases.device_key(config)
 DEVICE = ks_cases.results_key(config)
-CASES = ks_cases.plan(config, TARGET)
 SPECS = f"results/{DEVICE}/specs.json"
-# The rerun calibration the claim rules read (kernelscope.reruns; docs/timing-basis.md): the config's
-# rerun_calibration file, else the published record for the target device where there is one
-RERUN_CALIBRATION = ks_cases.rerun_calibration(config, TARGET, workflow.basedir)
-# Cases the optional Nsight Compute stage profiles (config ncu: true, or a list of cases / kernels).
-NCU_CASES = ks_cases.ncu_selection(config["ncu"], [dataclasses.asdict(c) for c in CASES])
+try:
+    CASES = ks_cases.plan(config, TARGET)
+    # Cases the optional Nsight Compute stage profiles (config ncu: true, or a list of cases / kernels).
+    NCU_CASES = ks_cases.ncu_selection(config["ncu"], [dataclasses.asdict(c) for c in CASES])
+    # The rerun calibration the claim rules read (kernelscope.reruns; docs/timing-basis.md): the config's
+    # rerun_calibration file, else the published record for the target device where there is one
+    RERUN_CALIBRATION = ks_cases.rerun_calibration(config, TARGET, workflow.basedir)
+except ks_cases.ConfigError as exc:  # with the file and line that set its key; no traceback
+    raise WorkflowError(CONFIG_SOURCES.label(exc.path, str(exc))) from None
 
 # GPU jobs run side by side: each binds to one card and takes that card exclusively only while it samples
 # (kernelscope/gpus.py: a per-GPU lock), so no Snakemake resource serialises them. Priorities: a case's
