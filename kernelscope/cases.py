@@ -141,8 +141,9 @@ def rerun_calibration(config: Mapping[str, Any], target: str, root: str | Path =
     given = config.get("rerun_calibration")
     if given:
         if not Path(root, given).is_file():
-            raise ValueError(
-                f"config rerun_calibration: {given} does not exist (python -m kernelscope.reruns writes one)"
+            raise ConfigError(
+                f"rerun_calibration: {given} does not exist (python -m kernelscope.reruns writes one)",
+                ("rerun_calibration",),
             )
         return str(given)
     published = Path("calibration") / f"{target}.json"
