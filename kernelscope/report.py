@@ -425,10 +425,14 @@ def _answer_section(
             why = _no_ratio(data, ok, kernel)
             rows.append({"kernel": kernel, "baseline": "–", "verdicts (best Triton vs it)": why})
     df = pd.DataFrame(rows)
+    basis_note = (
+        "device time, under sustained load from 1 ms"
+        if bases.has_device_time(data)
+        else "event median; ᵍ graph replay for launch-bound pairs"
+    )
     notes = [
         "Speedup = baseline time / best Triton variant's time (above 1: Triton faster), per case on the claim "
-        "rules' basis (device time where the records carry it, under sustained load from 1 ms; else the event "
-        "median, ᵍ graph replay for launch-bound pairs); per-case ratios with 95 % CIs are "
+        f"rules' basis ({basis_note}); per-case ratios with 95 % CIs are "
         "in each kernel's section and figure. Verdicts: Mann–Whitney and A/A-floor rules (Method). Throttled: "
         "share of the kernel's timed samples taken while throttled or below the steady clock. Reproduced: "
         "timings with no difference resolved in the comparison named in brackets (the last, by name, of this "

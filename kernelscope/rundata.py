@@ -252,14 +252,6 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
                         "pct_matmul_peak": 100 * tflops / mm_tflops if mm_tflops else None,
                         "bytes_moved": nbytes,
                         "intensity_flop_per_byte": flops / nbytes if nbytes else math.nan,
-                        "basis": basis["basis"],
-                        "basis_us": basis["us"],
-                        "basis_ci95_low_us": basis["lo"],
-                        "basis_ci95_high_us": basis["hi"],
-                        "device_us": _sub(rec, "device", "median_us"),
-                        "device_span_us": _sub(rec, "device", "span_median_us"),
-                        "sustained_us": _sub(rec, "sustained", "median_us"),
-                        "seed_method_us": _sub(rec, "seed_method", "median_us"),
                         "graph_us": graph.get("median_us"),
                         "graph_status": graph.get("status"),
                         "graph_l2": graph.get("l2"),
@@ -274,6 +266,19 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
                         "sm_mhz_max": clk.get("sm_mhz_max"),
                     }
                 )
+                if "device" in rec:  # records of runs before the device-time basis have none of these columns
+                    row.update(
+                        {
+                            "basis": basis["basis"],
+                            "basis_us": basis["us"],
+                            "basis_ci95_low_us": basis["lo"],
+                            "basis_ci95_high_us": basis["hi"],
+                            "device_us": _sub(rec, "device", "median_us"),
+                            "device_span_us": _sub(rec, "device", "span_median_us"),
+                            "sustained_us": _sub(rec, "sustained", "median_us"),
+                            "seed_method_us": _sub(rec, "seed_method", "median_us"),
+                        }
+                    )
                 for i, s in enumerate(rec["samples_us"]):
                     flag = (clk.get("flags") or [""] * len(rec["samples_us"]))[i] if clk else ""
                     sm = (clk.get("sm_mhz") or [None] * len(rec["samples_us"]))[i] if clk.get("sm_mhz") else None
