@@ -286,6 +286,8 @@ def gate_status(correctness_doc: Mapping[str, Any] | None, name: str) -> str:
         return f"{name} declined this case by its own budget ({rec.get('reason')})"
     if rec["status"] == "unsupported":
         return f"{name} does not support this case by design ({rec.get('reason')})"
+    if rec["status"] == "reference_error":  # kernelscope.correctness: nothing was judged
+        return f"{name} was not checked: the case's fp64 reference raised ({rec.get('failure')})"
     if rec["status"] in ("error", "timeout", "oom", "compile_error"):
         return f"{name} crashed in the correctness gate ({rec['status']}: {rec.get('failure')})"
     return f"{name} failed the correctness gate ({rec.get('failure')})"

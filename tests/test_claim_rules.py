@@ -220,3 +220,9 @@ def test_degenerate_sample_sets_give_defined_answers():
     assert stats.summarize([0.0, 0.0, 0.0])["rel_ci95_halfwidth"] == math.inf  # zero median: no relative width
     single = stats.compare_samples([1.0], [2.0, 3.0])
     assert single["mannwhitney_p"] == 1.0 and single["testable"] is False
+
+
+def test_gate_status_names_a_reference_that_raised():
+    # planted: a case whose reference raised called a failed gate
+    doc = {"implementations": [{"implementation": "t", "status": "reference_error", "failure": "not checked: boom"}]}
+    assert claims.gate_status(doc, "t") == "t was not checked: the case's fp64 reference raised (not checked: boom)"

@@ -293,3 +293,15 @@ def test_time_case_graph_for_all_when_one_is_launch_bound(standin_cuda: StandinD
     assert all(r["graph"]["status"] == "ok" for r in recs.values())
     assert recs[("triton_a", None)]["graph"]["median_us"] == 80.0
     assert recs[("torch_compile", None)]["graph"]["median_us"] == 60.0  # graph replay has no launch gaps
+
+
+def test_time_case_names_a_case_whose_reference_failed(standin_cuda: StandinDevice):
+    # planted: every excluded implementation called "failed the correctness gate", also where nothing was checked
+    spec = standin_spec(standin_cuda, 20.0)
+    failed = {"triton_a": "not checked: RuntimeError in reference() (seed 0)", "torch_compile": "max error 3.1"}
+    doc = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_a": {}}, sampling_settings(), failed)
+    reasons = {r["implementation"]: r.get("reason") for r in doc["implementations"] if r["status"] == "not_timed"}
+    assert reasons == {
+        "triton_a": "not checked: RuntimeError in reference() (seed 0)",
+        "torch_compile": "failed the correctness gate: max error 3.1",
+    }
