@@ -46,10 +46,13 @@ rule reruns:
     input:
         specs=SPECS,
         source=RERUN_CALIBRATION or [],
+        image=container_image(),
     output:
         "results/{device}/reruns.json",
     log:
         "logs/{device}/reruns.log",
+    container:
+        CONTAINER_IMAGE
     params:
         python=PYTHON,
     shell:
