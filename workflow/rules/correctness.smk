@@ -19,4 +19,4 @@ rule correctness:
         python=PYTHON,
         case=case_args,
     shell:
-        "{params.python} -m kernelscope correctness --specs {input.specs} {params.case} --out {output} > {log} 2>&1"
+        "exec {params.python} -m kernelscope correctness --specs {input.specs} {params.case} --out {output} > {log} 2>&1"

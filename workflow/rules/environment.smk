@@ -17,7 +17,7 @@ rule environment:
         python=PYTHON,
         extra=environment_extra,
     shell:
-        "{params.python} -m kernelscope environment --specs {input.specs} {params.extra} --out {output} > {log} 2>&1"
+        "exec {params.python} -m kernelscope environment --specs {input.specs} {params.extra} --out {output} > {log} 2>&1"
 
 
 # Measure this device's ceilings: copy bandwidth and library matmul peak per dtype.
@@ -37,4 +37,4 @@ rule calibrate:
     params:
         python=PYTHON,
     shell:
-        "{params.python} -m kernelscope calibrate --specs {input.specs} --out {output} > {log} 2>&1"
+        "exec {params.python} -m kernelscope calibrate --specs {input.specs} --out {output} > {log} 2>&1"

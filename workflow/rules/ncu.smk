@@ -20,5 +20,5 @@ rule ncu:
         python=PYTHON,
         case=case_args,
     shell:
-        "{params.python} -m kernelscope ncu --specs {input.specs} {params.case} --sweep {input.sweep} "
+        "exec {params.python} -m kernelscope ncu --specs {input.specs} {params.case} --sweep {input.sweep} "
         "--out {output} > {log} 2>&1"

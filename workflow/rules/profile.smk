@@ -20,5 +20,5 @@ rule profile:
         python=PYTHON,
         case=case_args,
     shell:
-        "{params.python} -m kernelscope profile --specs {input.specs} {params.case} --sweep {input.sweep} "
+        "exec {params.python} -m kernelscope profile --specs {input.specs} {params.case} --sweep {input.sweep} "
         "--out {output} > {log} 2>&1"

@@ -19,4 +19,4 @@ rule sweep:
         python=PYTHON,
         case=case_args,
     shell:
-        "{params.python} -m kernelscope sweep --specs {input.specs} {params.case} --out {output} > {log} 2>&1"
+        "exec {params.python} -m kernelscope sweep --specs {input.specs} {params.case} --out {output} > {log} 2>&1"

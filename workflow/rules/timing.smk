@@ -21,5 +21,5 @@ rule timing:
         python=PYTHON,
         case=case_args,
     shell:
-        "{params.python} -m kernelscope timing --specs {input.specs} {params.case} --correctness {input.correctness} "
+        "exec {params.python} -m kernelscope timing --specs {input.specs} {params.case} --correctness {input.correctness} "
         "--sweep {input.sweep} --out {output} > {log} 2>&1"
