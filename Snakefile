@@ -36,4 +36,3 @@ rule all:
         expand(rules.report.output.md, device=DEVICE),
         expand(rules.report.output.html, device=DEVICE),
         expand(rules.compare.output.md, other=config["compare_with"]),
-        rules.index.output.html,

@@ -23,7 +23,7 @@ Results path grammar (relative to the working directory; the one place it is wri
     results/<device>/jobtimes/<stage>/<kernel>/<dtype>/<shape>.tsv     job wall time (Snakemake ``benchmark:``)
     reports/<device>/report.{md,html}, run.json, plots/*.svg, tables/*.csv
     reports/<device>/compare/<other>/report.{md,html}, comparison.csv   (optional: config compare_with)
-    reports/index.{md,html}                                       every run and comparison under reports/
+    reports/index.{md,html}                                       published runs (scripts/publish-reports.sh)
     logs/<device>/<stage>/<kernel>/<dtype>/<shape>.log
 
 ``<device>`` is the GPU's name as a slug (``nvidia-h200``) or ``cpu-interpreter``, so a rerun on another
