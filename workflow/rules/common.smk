@@ -22,6 +22,10 @@ TARGET = ks_cases.device_key(config)
 DEVICE = ks_cases.results_key(config)
 CASES = ks_cases.plan(config, TARGET)
 SPECS = f"results/{DEVICE}/specs.json"
+# What each job reads of specs.json, as a digest: the per-case and calibrate rules take it as a param and
+# specs.json as ancient(), so a job reruns when what it reads changes, not whenever a run narrowed to other
+# cases rewrote specs.json (kernelscope.cases.job_digests)
+JOB_DIGESTS = ks_cases.job_digests(ks_cases.specs(config, TARGET))
 # Cases the optional Nsight Compute stage profiles (config ncu: true, or a list of cases / kernels).
 NCU_CASES = ks_cases.ncu_selection(config["ncu"], [dataclasses.asdict(c) for c in CASES])
 
@@ -88,6 +92,10 @@ def case_results(stage):
 def ncu_results():
     keys = ("kernel", "dtype", "shape")
     return [rules.ncu.output[0].format(device=DEVICE, **dict(zip(keys, case.split("/")))) for case in NCU_CASES]
+
+
+def case_digest(wildcards):
+    return JOB_DIGESTS[f"{wildcards.kernel}/{wildcards.dtype}/{wildcards.shape}"]
 
 
 def case_args(wildcards):

@@ -23,7 +23,7 @@ rule environment:
 # Measure this device's ceilings: copy bandwidth and library matmul peak per dtype.
 rule calibrate:
     input:
-        specs=SPECS,
+        specs=ancient(SPECS),
         image=container_image(),
     output:
         "results/{device}/calibration.json",
@@ -36,5 +36,6 @@ rule calibrate:
         **GPU_RESOURCES,
     params:
         python=PYTHON,
+        spec=JOB_DIGESTS["calibration"],
     shell:
         "exec {params.python} -m kernelscope calibrate --specs {input.specs} --out {output} > {log} 2>&1"
