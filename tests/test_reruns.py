@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from workflow_support import SMALL_CONFIG, copy_workflow, job_counts, snakemake
+from workflow_support import SMALL_CONFIG, finished_small_run, job_counts, snakemake
 
 DEVICE = "cpu-interpreter"
 CASE_STAGES = ("correctness", "sweep", "timing", "profile")
@@ -16,10 +16,7 @@ CASE_STAGES = ("correctness", "sweep", "timing", "profile")
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    work = copy_workflow(tmp_path_factory.mktemp("reruns"), SMALL_CONFIG)
-    run = snakemake(work)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return work
+    return finished_small_run(tmp_path_factory.mktemp("reruns"))
 
 
 def _configure(work, kernels):
