@@ -349,6 +349,7 @@ KERNEL = KernelSpec(
             _no_eps,
             writes_out=False,
             description="rsqrt(var) without eps: 3.3x too large when var = eps / 10, NaN on constant rows",
+            rejected_for="elements outside atol",
         ),
         Implementation(
             "one_pass_variance_fp16",
@@ -356,6 +357,7 @@ KERNEL = KernelSpec(
             _one_pass_variance_fp16,
             writes_out=False,
             description="E[x^2] - E[x]^2 in fp16: catastrophic cancellation on rows offset by 32 std",
+            rejected_for="elements outside atol",
         ),
     ],
     tolerances={
@@ -387,6 +389,8 @@ KERNEL = KernelSpec(
             _row_variance_error,
             _moment_limit,
             "before the affine step every row has variance var / (var + eps)",
+            # an output at the fp32 tolerance's edge everywhere has the wrong variance; fp16/bf16 limits let it pass
+            tighter_than_tolerance=(torch.float32,),
         ),
     ],
     shape_sets={

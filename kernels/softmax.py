@@ -925,6 +925,7 @@ KERNEL = KernelSpec(
             _naive_no_max,
             writes_out=False,
             description="skips the max subtraction: exp overflows on large logits",
+            rejected_for="non-finite outputs where the reference is finite",  # exp overflows on large logits
         ),
         Implementation(
             "online_no_rescale",
@@ -933,6 +934,7 @@ KERNEL = KernelSpec(
             configs=lambda shape, dtype: [_online_default(shape, dtype)],
             default_config=_online_default,
             description="triton_online without rescaling the running sum when the max grows",
+            rejected_for="elements outside atol",
         ),
     ],
     tolerances={
@@ -955,7 +957,16 @@ KERNEL = KernelSpec(
     },
     flops=_flops,
     bytes_moved=_bytes,
-    invariants=[Invariant("row_sum_error", _row_sum_error, _row_sum_limit, "every row of probabilities sums to 1")],
+    invariants=[
+        Invariant(
+            "row_sum_error",
+            _row_sum_error,
+            _row_sum_limit,
+            "every row of probabilities sums to 1",
+            # an output at the fp32 tolerance's edge everywhere sums far from 1; the fp16/bf16 limits let it through
+            tighter_than_tolerance=(torch.float32,),
+        )
+    ],
     shape_sets={
         "cpu": [
             shape_entry("the seed's worked example: N=5, three masked lanes", M=3, N=5),

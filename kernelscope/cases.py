@@ -23,7 +23,7 @@ Results path grammar (relative to the working directory; the one place it is wri
     results/<device>/jobtimes/<stage>/<kernel>/<dtype>/<shape>.tsv     job wall time (Snakemake ``benchmark:``)
     reports/<device>/report.{md,html}, run.json, plots/*.svg, tables/*.csv
     reports/<device>/compare/<other>/report.{md,html}, comparison.csv   (optional: config compare_with)
-    reports/index.{md,html}                                       every run and comparison under reports/
+    reports/index.{md,html}                                       published runs (scripts/publish-reports.sh)
     logs/<device>/<stage>/<kernel>/<dtype>/<shape>.log
 
 ``<device>`` is the GPU's name as a slug (``nvidia-h200``) or ``cpu-interpreter``, so a rerun on another
@@ -86,9 +86,28 @@ class Case:
 SELECTION_ONLY = ("ncu", "compare_with", "label")
 
 
+def _digest(doc: Any) -> str:
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def config_hash(config: Mapping[str, Any]) -> str:
-    measured = {k: v for k, v in config.items() if k not in SELECTION_ONLY}
-    return hashlib.sha256(json.dumps(measured, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return _digest({k: v for k, v in config.items() if k not in SELECTION_ONLY})
+
+
+#: what specs.json says about the plan as a whole, not about one case: no case's job reads it
+PLAN_WIDE = ("cases", "config_hash", "ncu")
+#: what the calibration job reads of specs.json
+CALIBRATION_READS = ("device", "hardware", "calibration")
+
+
+def job_digests(doc: Mapping[str, Any]) -> dict[str, str]:
+    """A digest of what each job reads of the specs ``doc``: per case (``kernel/dtype/shape``) its own entry and
+    the stage settings, and for ``calibration`` the device and its settings. The rules take it as a param and
+    specs.json as ``ancient``, so a job reruns when what it reads changes, not whenever specs.json is rewritten:
+    a run narrowed to another kernel rewrites it, and must leave the finished results of other cases alone."""
+    settings = {k: v for k, v in doc.items() if k not in PLAN_WIDE}
+    digests = {f"{c['kernel']}/{c['dtype']}/{c['shape']}": _digest({**settings, "case": c}) for c in doc["cases"]}
+    return {**digests, "calibration": _digest({k: doc.get(k) for k in CALIBRATION_READS})}
 
 
 def slug(name: str) -> str:

@@ -11,6 +11,13 @@ The file is generated from the modules, never edited by hand::
     python -m kernelscope.catalog            # rewrite kernels/catalog.json from kernels/*.py
     python -m kernelscope.catalog --check    # exit 1 if it is stale (a test runs this)
 
+The same step keeps ``kernels/tolerances.json``, the reviewed record of every kernel's tolerance per dtype
+with its reason, which a test compares with the modules. It records the tolerances of a kernel or dtype it
+has not seen (a new kernel needs nothing else) and drops those no longer declared; a changed tolerance of a
+recorded one keeps its reviewed value, so the tests fail until the change is accepted on purpose::
+
+    python -m kernelscope.catalog --accept-tolerances softmax   # record softmax's tolerances as declared now
+
 Each entry records its module's sha256, so planning (:func:`ensure_current`, called by the workflow before
 it plans) sees a module that was added, changed or removed since: it regenerates the file where torch is
 importable and otherwise refuses with the command to run on a machine that has it. Dropping a new module
@@ -202,10 +209,70 @@ def render(doc: Mapping[str, Any]) -> str:
     return json.dumps(doc, indent=1, sort_keys=False) + "\n"
 
 
+# --- the reviewed tolerance record -------------------------------------------------------------------------
+
+TOLERANCES = PATH.parent / "tolerances.json"
+ACCEPT = "python -m kernelscope.catalog --accept-tolerances"
+
+
+def declared_tolerances(spec) -> dict[str, dict[str, Any]]:
+    """A kernel's tolerances as the record holds them: ``{dtype: {atol, rtol, reason}}``."""
+    from kernelscope.spec import DTYPES
+
+    return {
+        name: {"atol": t.atol, "rtol": t.rtol, "reason": t.reason}
+        for name, dtype in DTYPES.items()
+        if (t := spec.tolerances.get(dtype)) is not None
+    }
+
+
+def recorded_tolerances(path: str | Path = TOLERANCES) -> dict[str, dict[str, dict[str, Any]]]:
+    """The reviewed record: ``{kernel: {dtype: {atol, rtol, reason}}}`` (empty where there is none yet)."""
+    path = Path(path)
+    return json.loads(path.read_text())["kernels"] if path.exists() else {}
+
+
+def update_tolerances(path: str | Path, specs: Mapping[str, Any], accept: tuple[str, ...] = ()) -> list[str]:
+    """Rewrite the record at ``path`` for the kernels ``specs`` (name -> KernelSpec): what is not recorded yet is
+    recorded as declared, what is no longer declared is dropped, the kernels in ``accept`` are recorded as
+    declared; any other recorded tolerance keeps its reviewed value. Returns the kernels whose declared
+    tolerances still differ from the record."""
+    unknown = sorted(set(accept) - set(specs))
+    if unknown:
+        raise ValueError(
+            f"--accept-tolerances names {unknown}, which kernels/ does not declare; it declares {sorted(specs)}"
+        )
+    record = recorded_tolerances(path)
+    kernels, differ = {}, []
+    for name, spec in sorted(specs.items()):
+        declared = declared_tolerances(spec)
+        reviewed = {} if name in accept else record.get(name, {})
+        kernels[name] = {dtype: reviewed.get(dtype, value) for dtype, value in declared.items()}
+        if kernels[name] != declared:
+            differ.append(name)
+    doc = {
+        "about": "The reviewed tolerance of every kernel per dtype, with its reason (tests/test_kernels.py compares "
+        f"the modules with it). `{REGENERATE}` adds new kernels and dtypes; a change to a recorded one is "
+        f"recorded only by `{ACCEPT} <kernel>`, so that it is reviewed in the diff of this file.",
+        "kernels": kernels,
+    }
+    tmp = Path(path).with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return differ
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelscope.catalog", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if kernels/catalog.json is stale")
     parser.add_argument("--out", default=str(PATH))
+    parser.add_argument(
+        "--accept-tolerances",
+        nargs="+",
+        default=(),
+        metavar="KERNEL",
+        help="record these kernels' tolerances as their modules declare them now (a deliberate change)",
+    )
     args = parser.parse_args(argv)
     text = render(build())
     if args.check:
@@ -217,6 +284,20 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(args.out).with_suffix(".tmp")
     tmp.write_text(text)
     tmp.replace(args.out)
+    from kernelscope import registry
+
+    record = Path(args.out).parent / TOLERANCES.name
+    try:
+        differ = update_tolerances(record, registry.all_kernels(), tuple(args.accept_tolerances))
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    for name in differ:
+        print(
+            f"kernels/{name}.py declares tolerances other than the reviewed ones in {record}: they stay as recorded, "
+            f"and the tests fail, until you accept the change with `{ACCEPT} {name}`",
+            file=sys.stderr,
+        )
     return 0
 
 

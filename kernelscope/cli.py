@@ -13,8 +13,10 @@ import atexit
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -45,11 +47,26 @@ def _cold_caches() -> dict[str, str]:
 
 
 def _write_json(path: str, doc: dict[str, Any]) -> None:
+    """The job's result, written atomically; from then on the job cannot be interrupted (see below)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(target.suffix + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    _ignore_interrupts()
     tmp.replace(target)
+
+
+def _ignore_interrupts() -> None:
+    """Once its result is in place, the job only exits: an interrupt of the workflow (SIGTERM from `kill` or a
+    scheduler's time limit, SIGINT from Ctrl-C) no longer ends it, so it exits 0 and Snakemake records the result
+    as finished. Ended by the signal between the rename and its exit, it would count as a failed job, and
+    Snakemake deletes a failed job's output as possibly corrupt: a finished result thrown away. The rules
+    `exec` this process, so no shell stands between it and Snakemake to die of the signal instead. Only the
+    main thread can change how signals are handled; the watchdog (kernelscope.faults) writes from its own
+    thread and ends the process at once."""
+    if threading.current_thread() is threading.main_thread():
+        for interrupt in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(interrupt, signal.SIG_IGN)
 
 
 def _load(path: str) -> dict[str, Any]:

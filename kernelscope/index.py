@@ -1,5 +1,9 @@
-"""The index of published runs: ``reports/index.md`` and ``reports/index.html`` list every run (a folder
-with a ``run.json``) and every comparison (``<run>/compare/<other>/``) under a reports folder, with links.
+"""The index of published runs: ``reports/index.md`` and ``reports/index.html`` list every published run and
+every comparison of two published runs under a reports folder, with links. A run is published when its folder
+holds ``raw-results.tar.gz`` beside its ``run.json`` (what ``scripts/publish-reports.sh`` re-renders it from);
+a run of this checkout (``reports/cpu-interpreter/`` after ``make run``) is not, so it never enters the
+committed index. The index is built by ``scripts/publish-reports.sh``, not by the workflow, which writes only
+its own run's files.
 
 Each run's facts come from its ``run.json`` (written by the report stage from the run's records); nothing is
 typed in, so re-rendering a report and then the index keeps both in step.
@@ -48,9 +52,25 @@ def _comparison_row(path: Path, root: Path) -> dict[str, Any]:
     }
 
 
+#: what makes a folder of reports/ a published run: the raw results its report is re-rendered from
+PUBLISHED = "raw-results.tar.gz"
+
+
+def _published(root: Path, name: str) -> bool:
+    return (root / name / "run.json").is_file() and (root / name / PUBLISHED).is_file()
+
+
 def document(root: Path) -> dict[str, Any]:
-    runs = pd.DataFrame([_run_row(p.parent, root) for p in sorted(root.glob("*/run.json"))])
-    comparisons = pd.DataFrame([_comparison_row(p, root) for p in sorted(root.glob("*/compare/*/report.md"))])
+    runs = pd.DataFrame(
+        [_run_row(p.parent, root) for p in sorted(root.glob("*/run.json")) if _published(root, p.parent.name)]
+    )
+    comparisons = pd.DataFrame(
+        [
+            _comparison_row(p, root)
+            for p in sorted(root.glob("*/compare/*/report.md"))
+            if _published(root, p.parents[2].name) and _published(root, p.parent.name)
+        ]
+    )
     return {
         "title": "kernelscope — published runs",
         "warning": None,

@@ -34,7 +34,7 @@ def collect(results: Path) -> dict[str, Any]:
         "calibration": _load(results / "calibration.json") or {},
         "reruns": _load(results / "reruns.json") or {"status": "none", "reason": "no reruns.json (an older run)"},
         "cases": [],
-        "job_costs": _job_costs(results),
+        "job_costs": _job_costs(results, specs["cases"]),
         "run": runsummary.summarize(results),
     }
     for case in specs["cases"]:
@@ -174,9 +174,9 @@ def case_cards(data: dict[str, Any]) -> dict[str, int]:
     return _timed_cases_by(data, "nvml", "gpu", "uuid")
 
 
-def _job_costs(results: Path) -> pd.DataFrame:
-    """Wall time of every per-case job (``runsummary.job_walls``), as a table."""
-    return pd.DataFrame(runsummary.job_walls(results), columns=["stage", "kernel", "dtype", "shape", "wall_s"])
+def _job_costs(results: Path, cases: list[dict[str, Any]]) -> pd.DataFrame:
+    """Wall time of every job of the planned cases (``runsummary.job_walls``), as a table."""
+    return pd.DataFrame(runsummary.job_walls(results, cases), columns=["stage", "kernel", "dtype", "shape", "wall_s"])
 
 
 def _ceilings(calibration: dict[str, Any], dtype: str) -> tuple[float | None, float | None]:

@@ -3,13 +3,14 @@ which commits, on which cards, how long the run took and how long it held GPUs e
 
 Everything comes from the per-case records (each job stores its start and end time, its card and its
 GPU-lock sections, :mod:`kernelscope.gpus`) and Snakemake's per-job wall-time files (``jobtimes/``); nothing
-is typed in.
+is typed in. Only the cases of the plan the report describes (``specs.json``) count: ``results/<device>/`` also
+keeps the files of cases that earlier runs, narrowed to other kernels, computed there.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,19 @@ from kernelscope import results as results_io
 CASE_STAGES = ("correctness", "sweep", "timing", "profile", "ncu")
 
 
-def _records(results: Path) -> Iterable[tuple[str, dict[str, Any]]]:
+def _case_files(folder: Path, pattern: str, cases: Sequence[Mapping[str, Any]]) -> list[Path]:
+    """The files ``folder/<kernel>/<dtype>/<shape>.<ext>`` (``pattern``) of ``cases``, in path order."""
+    planned = {(c["kernel"], c["dtype"], c["shape"]) for c in cases}
+    return [p for p in sorted(folder.glob(pattern)) if (*p.parts[-3:-1], p.stem) in planned]
+
+
+def _records(results: Path, cases: Sequence[Mapping[str, Any]]) -> Iterable[tuple[str, dict[str, Any]]]:
     for name in ("calibration", "environment"):
         path = results / f"{name}.json"
         if path.is_file():
             yield name, results_io.load(path)
     for stage in CASE_STAGES:
-        for path in sorted((results / stage).glob("*/*/*.json")):
+        for path in _case_files(results / stage, "*/*/*.json", cases):
             yield stage, results_io.load(path)
 
 
@@ -41,11 +48,11 @@ def jobtimes_dir(results: Path) -> Path:
     return legacy if legacy.is_dir() and not current.is_dir() else current
 
 
-def job_walls(results: Path) -> list[dict[str, Any]]:
-    """Wall time of every per-case job, one row each (stage, kernel, dtype, shape, wall_s), from the files
+def job_walls(results: Path, cases: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Wall time of every job of ``cases``, one row each (stage, kernel, dtype, shape, wall_s), from the files
     Snakemake's ``benchmark:`` directive writes (``results/<device>/jobtimes/<stage>/<kernel>/<dtype>/<shape>.tsv``)."""
     rows = []
-    for path in sorted(jobtimes_dir(results).glob("*/*/*/*.tsv")):
+    for path in _case_files(jobtimes_dir(results), "*/*/*/*.tsv", cases):
         lines = path.read_text().splitlines()
         if len(lines) >= 2:
             header, first = lines[0].split("\t"), lines[1].split("\t")
@@ -90,7 +97,7 @@ def summarize(results_dir: str | Path) -> dict[str, Any]:
     jobs_while_sampling: list[int] = []
     exclusive_by_case: dict[str, float] = {}
     timed = set()
-    for stage, doc in _records(results):
+    for stage, doc in _records(results, specs["cases"]):
         entry = stages.setdefault(stage, {"jobs": 0, "exclusive_s": 0.0, "shared_s": 0.0, "lock_wait_s": 0.0})
         entry["jobs"] += 1
         commit = (doc.get("git") or {}).get("commit")
@@ -119,7 +126,7 @@ def summarize(results_dir: str | Path) -> dict[str, Any]:
             if stage == "timing":
                 timed.add(case)
     walls: dict[str, list[float]] = {}
-    for row in job_walls(results):
+    for row in job_walls(results, specs["cases"]):
         walls.setdefault(row["stage"], []).append(row["wall_s"])
     for stage, stage_walls in walls.items():
         stages.setdefault(stage, {"jobs": len(stage_walls)})["job_wall_s"] = sum(stage_walls)

@@ -69,12 +69,19 @@ class Shape:
 @dataclasses.dataclass(frozen=True)
 class Invariant:
     """A property besides closeness (softmax rows sum to 1, ...). ``measure`` returns an error >= 0;
-    ``limit(dtype, inputs)`` the largest error allowed (the inputs give sizes that bounds may grow with)."""
+    ``limit(dtype, inputs)`` the largest error allowed (the inputs give sizes that bounds may grow with).
+
+    ``tighter_than_tolerance`` names the dtypes at which the invariant is stricter than the kernel's tolerance
+    (under Triton's interpreter, where the tests run): an output as far from the reference as the tolerance
+    allows, everywhere, passes the element-wise check by construction and must fail this invariant at those
+    dtypes, and pass it at the others (tests/test_gate.py checks both ways).
+    """
 
     name: str
     measure: Callable[[torch.Tensor, Inputs], float]
     limit: Callable[[torch.dtype, Inputs], float]
     reason: str
+    tighter_than_tolerance: tuple[torch.dtype, ...] = ()
 
 
 class Declined(str):
@@ -165,6 +172,11 @@ class Implementation:
     (shared memory, registers), so it is recorded and not compiled. ``supports(shape, dtype)`` returns a
     reason string when the implementation does not handle the case at all: a :class:`Declined` reason when
     it declines the case by its own resource budget, a plain string when the case is outside its design.
+
+    A negative control says in ``rejected_for`` what the gate must find wrong with it, as the gate words it
+    (part of its failure message: ``"elements outside atol"``, ``"non-finite outputs where the reference is
+    finite"``, an invariant's name): the tests check that each control is rejected for that, and not by some
+    other check it trips by accident, nor by crashing.
     """
 
     name: str
@@ -176,6 +188,7 @@ class Implementation:
     prune: Callable[[Mapping[str, Any], Shape, torch.dtype, Mapping[str, Any]], str | None] | None = None
     supports: Callable[[Shape, torch.dtype], str | None] | None = None
     writes_out: bool = True
+    rejected_for: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in ("triton", "eager", "compile"):
@@ -231,6 +244,13 @@ class KernelSpec:
         names = [impl.name for impl in (*self.implementations, *self.negative_controls)]
         if len(set(names)) != len(names):
             raise ValueError(f"kernel {self.name!r}: implementation names repeat: {names}")
+        for control in self.negative_controls:
+            if not control.rejected_for.strip():
+                raise ValueError(
+                    f"kernel {self.name!r}: negative control {control.name!r} must say what the gate must reject it "
+                    f"for: rejected_for=<part of the gate's failure message>, e.g. 'elements outside atol' or "
+                    f"'non-finite outputs where the reference is finite'"
+                )
         if self.primary_baseline not in [impl.name for impl in self.baselines]:
             raise ValueError(
                 f"kernel {self.name!r}: primary_baseline {self.primary_baseline!r} is not one of its "

@@ -177,7 +177,9 @@ WATCHDOG_JOB = textwrap.dedent("""
 """)
 
 
-def test_watchdog_writes_the_partial_result_when_a_hang_cannot_be_interrupted(tmp_path):
+def _run_job(tmp_path, script, limit_s, variants, env=()):
+    """A correctness job of softmax M3_N5 float32 (seed 0) through ``script`` (which plants ``variants`` and calls
+    the CLI), under ``implementation_time_limit_s: limit_s``: (the process, its result or None, seconds it took)."""
     import os
 
     from kernelscope import cases
@@ -185,40 +187,103 @@ def test_watchdog_writes_the_partial_result_when_a_hang_cannot_be_interrupted(tm
     config = {
         "kernels": {"softmax": {"dtypes": ["float32"], "shapes": [{"M": 3, "N": 5}]}},
         "seeds": [0],
-        "implementation_time_limit_s": 1,
+        "implementation_time_limit_s": limit_s,
     }
     specs = cases.specs(config, cases.INTERPRETER_KEY)
-    specs["cases"][0].update(variants=["triton_stuck"], baselines=["torch"])
+    specs["cases"][0].update(variants=variants, baselines=["torch"])
     (tmp_path / "specs.json").write_text(json.dumps(specs))
-    (tmp_path / "job.py").write_text(WATCHDOG_JOB)
+    (tmp_path / "job.py").write_text(script)
     out = tmp_path / "correctness.json"
+    argv = ["correctness", "--specs", str(tmp_path / "specs.json"), "--kernel", "softmax", "--shape", "M3_N5"]
     started = time.monotonic()
     run = subprocess.run(
-        [
-            sys.executable,
-            str(tmp_path / "job.py"),
-            "correctness",
-            "--specs",
-            str(tmp_path / "specs.json"),
-            "--kernel",
-            "softmax",
-            "--shape",
-            "M3_N5",
-            "--dtype",
-            "float32",
-            "--out",
-            str(out),
-        ],
+        [sys.executable, str(tmp_path / "job.py"), *argv, "--dtype", "float32", "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **dict(env)},
     )
-    assert time.monotonic() - started < 100
+    return run, json.loads(out.read_text()) if out.exists() else None, time.monotonic() - started
+
+
+def test_watchdog_writes_the_partial_result_when_a_hang_cannot_be_interrupted(tmp_path):
+    run, doc, took = _run_job(tmp_path, WATCHDOG_JOB, 1, ["triton_stuck"])
+    assert took < 100
     assert run.returncode == 0, run.stderr[-2000:]
     assert "not reached" not in run.stdout and "still running" in run.stderr
-    doc = json.loads(out.read_text())
     assert doc["abandoned"]["implementation"] == "triton_stuck" and doc["kernel"] == "softmax"
     status = {r["implementation"]: r["status"] for r in doc["implementations"]}
     assert status == {"torch": "pass", "triton_stuck": "timeout"}
+
+
+SLOW_JOB = textwrap.dedent("""
+    # Correct implementations that take SLOW_RUN_S seconds on their first call: triton_slow where a signal can
+    # interrupt it, triton_slow_blocked with SIGALRM blocked, as a CUDA synchronize on a long kernel (only the
+    # watchdog could end it). Each writes to SLOW_RAN how long that call ran.
+    import dataclasses, json, os, signal, sys, time
+    from kernelscope import cli, registry, runtime
+    runtime.select_backend()
+    from kernelscope.spec import Implementation
+
+    real = registry.get("softmax")
+    torch_impl = real.implementation("torch")
+    ran = {}
+
+    def slow(name, blocks_alarm):
+        def prepare(inputs, out, config):
+            correct = torch_impl.prepare(inputs, out, config)
+
+            def run():
+                if name not in ran:
+                    ran[name] = None
+                    start = time.monotonic()
+                    if blocks_alarm:
+                        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+                    try:
+                        time.sleep(float(os.environ["SLOW_RUN_S"]))
+                    finally:
+                        ran[name] = time.monotonic() - start
+                        with open(os.environ["SLOW_RAN"], "w") as f:
+                            json.dump(ran, f)
+                        if blocks_alarm:  # an alarm that fired meanwhile lands here
+                            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+                return correct()
+
+            return run
+
+        return Implementation(name, "eager", prepare, writes_out=False)
+
+    planted = dataclasses.replace(
+        real, implementations=[torch_impl, slow("triton_slow", False), slow("triton_slow_blocked", True)]
+    )
+    registry.get = lambda name: planted
+    cli.main(sys.argv[1:])
+""")
+
+
+def test_a_correct_implementation_slower_than_the_grace_but_within_the_limit_is_not_stopped(tmp_path):
+    # longer than faults.GRACE_S (a watchdog or alarm that fired after the grace, or any few seconds, would stop it)
+    # and far below the limit: neither tier may call it hung
+    run_s = faults.GRACE_S + 2
+    env = {"SLOW_RUN_S": str(run_s), "SLOW_RAN": str(tmp_path / "ran.json")}
+    run, doc, took = _run_job(tmp_path, SLOW_JOB, 60, ["triton_slow", "triton_slow_blocked"], env)
+    assert run.returncode == 0 and "still running" not in run.stderr, run.stderr[-2000:]
+    assert "abandoned" not in doc
+    status = {r["implementation"]: (r["status"], r["failure"]) for r in doc["implementations"]}
+    assert status == {n: ("pass", None) for n in ("torch", "triton_slow", "triton_slow_blocked")}
+    ran = json.loads((tmp_path / "ran.json").read_text())
+    assert all(run_s <= ran[n] < run_s + 5 for n in ("triton_slow", "triton_slow_blocked")), ran
+
+
+def test_an_implementation_still_running_at_the_limit_is_stopped_there(tmp_path):
+    limit = 3
+    env = {"SLOW_RUN_S": "60", "SLOW_RAN": str(tmp_path / "ran.json")}
+    run, doc, took = _run_job(tmp_path, SLOW_JOB, limit, ["triton_slow"], env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    [slow] = [r for r in doc["implementations"] if r["implementation"] == "triton_slow"]
+    assert slow["status"] == "timeout" and f"{limit} s limit" in slow["failure"]
+    ran = json.loads((tmp_path / "ran.json").read_text())["triton_slow"]
+    # stopped at the limit, not long before or after it; the limit counts from the start of the implementation's
+    # checks (its inputs, the reference, then this first call), so the call itself ran a little less
+    assert limit - 1 < ran < limit + 1, ran

@@ -342,13 +342,13 @@ def test_the_record_summarises_every_seed():
 
 
 def test_a_control_counts_as_rejected_only_when_it_fails_by_its_numbers():
-    wrong = _eager(lambda x, n: _plus_at(2 * x.abs(), 5, 1.0), name="wrong_numbers")
+    wrong = _eager(lambda x, n: _plus_at(2 * x.abs(), 5, 1.0), name="wrong_numbers", rejected_for=OUTSIDE)
 
     def boom(x, n):
         raise RuntimeError("control crashed")
 
-    crashing = _eager(boom, name="crashes")
-    accepted = _eager(lambda x, n: 2 * x.abs(), name="secretly_correct")
+    crashing = _eager(boom, name="crashes", rejected_for=OUTSIDE)
+    accepted = _eager(lambda x, n: 2 * x.abs(), name="secretly_correct", rejected_for=OUTSIDE)
 
     live = correctness.check_case(_spec([wrong]), SHAPE, torch.float32, SEEDS)
     assert live["tolerance"] == {"atol": TOL.atol, "rtol": TOL.rtol, "reason": TOL.reason}
@@ -460,15 +460,10 @@ def test_each_kernels_tolerance_is_live_at_each_dtype(spec, dtype):
 
 
 # what the invariants add: an output at the edge of the tolerance everywhere (every element as far from the
-# reference as the tolerance allows, signs alternating) passes the element-wise check by construction; at fp32
-# the row-sum, variance and exact-rounding invariants are tighter than that and must reject it, so they are live
-# inside the tolerance. At fp16/bf16 their limits (which scale with the dtype's epsilon) let it through.
-INVARIANT_REJECTS = {
-    ("layernorm", torch.float32): "normalised_variance_error",
-    ("softmax", torch.float32): "row_sum_error",
-    ("vector_add", torch.float16): "ulps_from_correctly_rounded",
-    ("vector_add", torch.float32): "ulps_from_correctly_rounded",
-}
+# reference as the tolerance allows, signs alternating) passes the element-wise check by construction; at the
+# dtypes an invariant declares itself tighter than the tolerance (Invariant.tighter_than_tolerance: the row-sum,
+# variance and exact-rounding invariants at fp32, ...) it must reject it, so it is live inside the tolerance; at
+# the other dtypes (limits that scale with the dtype's epsilon) every invariant lets it through.
 INVARIANT_CASES = [p for p in TOLERANCE_CASES if p.values[0].invariants]
 
 
@@ -476,11 +471,12 @@ INVARIANT_CASES = [p for p in TOLERANCE_CASES if p.values[0].invariants]
 def test_the_invariants_judge_an_output_at_the_tolerance_edge(spec, dtype):
     shape = spec.shape_sets["cpu"][0]
     record = correctness.check_implementation(spec, _at_tolerance(spec, dtype, "within", 1.0), shape, dtype, (0, 1))
-    name = INVARIANT_REJECTS.get((spec.name, dtype))
-    if name is None:
+    tighter = [inv.name for inv in spec.invariants if dtype in inv.tighter_than_tolerance]
+    if not tighter:
         assert record["status"] == "pass", record["failure"]
     else:
-        assert record["status"] == "fail" and f": {name}=" in record["failure"], record["failure"]
+        assert record["status"] == "fail", f"{tighter} let an output at the tolerance's edge through"
+        assert all(f" {name}=" in record["failure"] for name in tighter), record["failure"]
         assert "elements outside" not in record["failure"]  # the tolerance alone lets it through
 
 
@@ -518,7 +514,9 @@ def test_every_kind_of_crash_is_recorded_as_itself_and_never_as_a_rejection(exc,
     def crash(x, n):
         raise exc
 
-    doc = correctness.check_case(_spec([_eager(crash, name="crashes")], invariants=()), SHAPE, torch.float32, SEEDS)
+    doc = correctness.check_case(
+        _spec([_eager(crash, name="crashes", rejected_for=OUTSIDE)], invariants=()), SHAPE, torch.float32, SEEDS
+    )
     [control] = doc["negative_controls"]
     assert control["status"] == status and control["rejected"] is False and doc["gate_live"] is False
     assert control["control_error"] == f"{type(exc).__name__}: {exc}"

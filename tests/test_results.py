@@ -125,24 +125,55 @@ def test_an_interrupted_write_leaves_the_previous_file(tmp_path):
     assert target.read_text() == "old\n" and os.listdir(target.parent) == ["timing.csv"]
 
 
+# Imported by every Python process of the first run below (on its PYTHONPATH): the job that writes HOLD waits, once
+# its result is on disk and before it exits, until the test has sent its SIGTERM, so the interrupt always lands
+# in the window in which a loaded machine first showed it: a finished result not yet recorded by Snakemake.
+HOLD_EXIT = """
+import os, sys, time
+argv = sys.orig_argv
+out = argv[argv.index("--out") + 1] if "--out" in argv else None
+if argv[1:3] == ["-m", "kernelscope"] and out == os.environ["KERNELSCOPE_TEST_HOLD"]:
+    exit_now = os._exit
+
+    def held_exit(code):
+        deadline = time.monotonic() + 300
+        while not os.path.exists(os.environ["KERNELSCOPE_TEST_RELEASE"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        exit_now(code)
+
+    os._exit = held_exit
+"""
+
+
 @pytest.mark.workflow
 def test_killed_workflow_resumes_with_the_same_command(tmp_path):
-    work = copy_workflow(tmp_path, SMALL_CONFIG)
+    (tmp_path / "work").mkdir()
+    work = copy_workflow(tmp_path / "work", SMALL_CONFIG)
     env = {**os.environ, "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])}
     command = [sys.executable, "-m", "snakemake", "--cores", "1"]
-    first = subprocess.Popen(
-        command, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
     done = work / "results" / "cpu-interpreter" / "correctness" / "softmax" / "float32" / "M3_N5.json"
+    (tmp_path / "hook").mkdir()
+    (tmp_path / "hook" / "sitecustomize.py").write_text(HOLD_EXIT)
+    release = tmp_path / "killed"
+    held = {
+        **env,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path / "hook"), env.get("PYTHONPATH")])),
+        "KERNELSCOPE_TEST_HOLD": str(done.relative_to(work)),
+        "KERNELSCOPE_TEST_RELEASE": str(release),
+    }
+    with (tmp_path / "first.log").open("w") as log:
+        first = subprocess.Popen(command, cwd=work, env=held, stdout=log, stderr=log, start_new_session=True)
     deadline = time.monotonic() + 600
     while not done.exists() and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     assert done.exists() and first.poll() is None, "the first run ended before it could be interrupted"
     # the whole workflow and its running job, as `kill`, a scheduler's time limit or a shutdown does (after a
     # SIGKILL, which no process can handle, Snakemake's lock stays: `snakemake --unlock` once, see
-    # docs/troubleshooting.md)
+    # docs/troubleshooting.md); the job's result is written and the job has not exited
     os.killpg(first.pid, signal.SIGTERM)
+    release.touch()
     first.wait(timeout=120)
+    assert done.exists(), "the interrupt deleted a finished result:\n" + (tmp_path / "first.log").read_text()[-3000:]
     kept = (done.read_text(), done.stat().st_mtime_ns)
     again = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=1800)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]

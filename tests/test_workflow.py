@@ -6,7 +6,7 @@ import json
 import pytest
 
 from kernelscope import cases, catalog, report, runtime
-from workflow_support import ROOT, SMALL_CONFIG, copy_workflow, job_counts, snakemake
+from workflow_support import ROOT, copy_workflow, finished_small_run, job_counts, snakemake
 
 STAGES = ("correctness", "sweep", "timing", "profile")
 
@@ -57,10 +57,7 @@ def test_bad_config_fails_with_a_message_naming_the_problem(tmp_path, override, 
 
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
-    work = copy_workflow(tmp_path_factory.mktemp("run"), SMALL_CONFIG)
-    run = snakemake(work)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return work
+    return finished_small_run(tmp_path_factory.mktemp("run"))
 
 
 @pytest.mark.workflow

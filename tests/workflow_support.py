@@ -59,6 +59,14 @@ def snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: int =
     )
 
 
+def finished_small_run(dest: Path) -> Path:
+    """A copy of the workflow with SMALL_CONFIG in ``dest``, run to the end."""
+    work = copy_workflow(dest, SMALL_CONFIG)
+    run = snakemake(work)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return work
+
+
 def job_counts(output: str) -> dict[str, int]:
     table = output.split("Job stats:", 1)[1].split("total", 1)[0]
     return {m[1]: int(m[2]) for m in re.finditer(r"(?m)^(\w+)\s+(\d+)$", table)}

@@ -21,6 +21,10 @@ DEVICE = ks_cases.results_key(config)
 SPECS = f"results/{DEVICE}/specs.json"
 try:
     CASES = ks_cases.plan(config, TARGET)
+    # What each job reads of specs.json, as a digest: the per-case and calibrate rules take it as a param and
+    # specs.json as ancient(), so a job reruns when what it reads changes, not whenever a run narrowed to
+    # other cases rewrote specs.json (kernelscope.cases.job_digests)
+    JOB_DIGESTS = ks_cases.job_digests(ks_cases.specs(config, TARGET))
     # Cases the optional Nsight Compute stage profiles (config ncu: true, or a list of cases / kernels).
     NCU_CASES = ks_cases.ncu_selection(config["ncu"], [dataclasses.asdict(c) for c in CASES])
     # The rerun calibration the claim rules read (kernelscope.reruns; docs/timing-basis.md): the config's
@@ -92,6 +96,10 @@ def case_results(stage):
 def ncu_results():
     keys = ("kernel", "dtype", "shape")
     return [rules.ncu.output[0].format(device=DEVICE, **dict(zip(keys, case.split("/")))) for case in NCU_CASES]
+
+
+def case_digest(wildcards):
+    return JOB_DIGESTS[f"{wildcards.kernel}/{wildcards.dtype}/{wildcards.shape}"]
 
 
 def case_args(wildcards):

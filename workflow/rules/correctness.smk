@@ -1,7 +1,7 @@
 # Check every implementation and negative control of one case against the fp64 reference.
 rule correctness:
     input:
-        specs=SPECS,
+        specs=ancient(SPECS),
         sources=kernel_sources,
         image=container_image(),
     output:
@@ -18,5 +18,6 @@ rule correctness:
     params:
         python=PYTHON,
         case=case_args,
+        spec=case_digest,
     shell:
-        "{params.python} -m kernelscope correctness --specs {input.specs} {params.case} --out {output} > {log} 2>&1"
+        "exec {params.python} -m kernelscope correctness --specs {input.specs} {params.case} --out {output} > {log} 2>&1"

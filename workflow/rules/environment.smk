@@ -17,13 +17,13 @@ rule environment:
         python=PYTHON,
         extra=environment_extra,
     shell:
-        "{params.python} -m kernelscope environment --specs {input.specs} {params.extra} --out {output} > {log} 2>&1"
+        "exec {params.python} -m kernelscope environment --specs {input.specs} {params.extra} --out {output} > {log} 2>&1"
 
 
 # Measure this device's ceilings: copy bandwidth and library matmul peak per dtype.
 rule calibrate:
     input:
-        specs=SPECS,
+        specs=ancient(SPECS),
         image=container_image(),
     output:
         "results/{device}/calibration.json",
@@ -36,15 +36,17 @@ rule calibrate:
         **GPU_RESOURCES,
     params:
         python=PYTHON,
+        spec=JOB_DIGESTS["calibration"],
     shell:
-        "{params.python} -m kernelscope calibrate --specs {input.specs} --out {output} > {log} 2>&1"
+        "exec {params.python} -m kernelscope calibrate --specs {input.specs} --out {output} > {log} 2>&1"
 
 
 # The rerun calibration this run's claims are judged by, copied into results/ (the reading side reads
-# results/ alone); without one, the record says so and no device-time ordering is claimed.
+# results/ alone); without one, the record says so and no device-time ordering is claimed. It reads only the
+# device's name from specs.json, which narrowing a run does not change (hence ancient()).
 rule reruns:
     input:
-        specs=SPECS,
+        specs=ancient(SPECS),
         source=RERUN_CALIBRATION or [],
         image=container_image(),
     output:
@@ -56,5 +58,5 @@ rule reruns:
     params:
         python=PYTHON,
     shell:
-        "{params.python} -m kernelscope reruns --specs {input.specs} --source '{input.source}' --out {output} "
-        "> {log} 2>&1"
+        "exec {params.python} -m kernelscope reruns --specs {input.specs} --source '{input.source}' "
+        "--out {output} > {log} 2>&1"

@@ -2,7 +2,7 @@
 # ncu replays kernels, so it takes the GPU alone like the timing rules.
 rule ncu:
     input:
-        specs=SPECS,
+        specs=ancient(SPECS),
         sources=kernel_sources,
         sweep=rules.sweep.output[0],
         image=container_image(),
@@ -19,6 +19,7 @@ rule ncu:
     params:
         python=PYTHON,
         case=case_args,
+        spec=case_digest,
     shell:
-        "{params.python} -m kernelscope ncu --specs {input.specs} {params.case} --sweep {input.sweep} "
+        "exec {params.python} -m kernelscope ncu --specs {input.specs} {params.case} --sweep {input.sweep} "
         "--out {output} > {log} 2>&1"

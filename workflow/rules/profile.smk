@@ -1,7 +1,7 @@
 # Capture which CUDA kernels each implementation of one case launches.
 rule profile:
     input:
-        specs=SPECS,
+        specs=ancient(SPECS),
         sources=kernel_sources,
         sweep=rules.sweep.output[0],
         image=container_image(),
@@ -19,6 +19,7 @@ rule profile:
     params:
         python=PYTHON,
         case=case_args,
+        spec=case_digest,
     shell:
-        "{params.python} -m kernelscope profile --specs {input.specs} {params.case} --sweep {input.sweep} "
+        "exec {params.python} -m kernelscope profile --specs {input.specs} {params.case} --sweep {input.sweep} "
         "--out {output} > {log} 2>&1"

@@ -29,22 +29,3 @@ rule report:
     shell:
         "{params.python} -m kernelscope report --results results/{wildcards.device} --out reports/{wildcards.device} "
         "> {log} 2>&1"
-
-
-# Every run and comparison under reports/, listed with links (reports/index.md | index.html).
-rule index:
-    input:
-        expand(rules.report.output.md, device=DEVICE),
-        expand(f"reports/{DEVICE}/compare/{{other}}/report.md", other=config["compare_with"]),
-        image=container_image(),
-    output:
-        md="reports/index.md",
-        html=report("reports/index.html", category="Report"),
-    log:
-        f"logs/{DEVICE}/index.log",
-    container:
-        CONTAINER_IMAGE
-    params:
-        python=PYTHON,
-    shell:
-        "{params.python} -m kernelscope index --reports reports > {log} 2>&1"

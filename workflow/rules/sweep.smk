@@ -1,7 +1,7 @@
 # Compile and time every launch config of every Triton variant of one case.
 rule sweep:
     input:
-        specs=SPECS,
+        specs=ancient(SPECS),
         sources=kernel_sources,
         image=container_image(),
     output:
@@ -18,5 +18,6 @@ rule sweep:
     params:
         python=PYTHON,
         case=case_args,
+        spec=case_digest,
     shell:
-        "{params.python} -m kernelscope sweep --specs {input.specs} {params.case} --out {output} > {log} 2>&1"
+        "exec {params.python} -m kernelscope sweep --specs {input.specs} {params.case} --out {output} > {log} 2>&1"

@@ -1,7 +1,7 @@
 # Time the baselines and the tuned Triton variants of one case in one job (A/A blocks included).
 rule timing:
     input:
-        specs=SPECS,
+        specs=ancient(SPECS),
         sources=kernel_sources,
         correctness=rules.correctness.output[0],
         sweep=rules.sweep.output[0],
@@ -20,6 +20,7 @@ rule timing:
     params:
         python=PYTHON,
         case=case_args,
+        spec=case_digest,
     shell:
-        "{params.python} -m kernelscope timing --specs {input.specs} {params.case} --correctness {input.correctness} "
+        "exec {params.python} -m kernelscope timing --specs {input.specs} {params.case} --correctness {input.correctness} "
         "--sweep {input.sweep} --out {output} > {log} 2>&1"
