@@ -381,7 +381,7 @@ def test_a_reference_that_raises_is_the_references_fault_not_the_implementations
             raise RuntimeError("planted reference bug")
         return _reference(inputs)
 
-    wrong = _eager(lambda x, n: _plus_at(2 * x.abs(), 5, 1.0), name="wrong_numbers")
+    wrong = _eager(lambda x, n: _plus_at(2 * x.abs(), 5, 1.0), name="wrong_numbers", rejected_for=OUTSIDE)
     spec = dataclasses.replace(_spec([wrong]), reference=reference)
     doc = correctness.check_case(spec, SHAPE, torch.float32, SEEDS)
     why = "the reference of toy raised RuntimeError: planted reference bug"
