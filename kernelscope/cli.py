@@ -221,13 +221,14 @@ def cmd_sweep(args) -> None:
 
 
 def cmd_timing(args) -> None:
-    from kernelscope import sweep, timing, timing_stage
+    from kernelscope import gpus, sweep, timing, timing_stage
 
     specs, spec, shape, dtype, case = _resolve(args)
     settings = timing.TimingSettings.from_config(specs["timing"])
     gate = _load(args.correctness)
     failed = {r["implementation"]: r.get("failure") for r in gate["implementations"] if r.get("ok") is False}
-    timing.prepare_device_basis()
+    with gpus.shared("device basis"):  # one small kernel: never inside another job's sampling
+        timing.prepare_device_basis()
     seed_case = any(
         (r.get("kernel"), r.get("shape"), r.get("dtype")) == (case["kernel"], case["shape"], case["dtype"])
         for r in specs.get("external_references", [])

@@ -359,8 +359,9 @@ def host_wall_us(fn: Callable[[], Any], calls: int) -> float:
 
 
 def prepare_device_basis() -> None:
-    """Compile the delimiter kernel and start CUPTI once (its first start takes a while), outside any GPU
-    lock; a failure here is recorded by the measurement that fails again."""
+    """Compile the delimiter kernel and start CUPTI once (its first start takes a while), before the GPU is
+    taken exclusively (the caller holds the shared lock: one small kernel runs); a failure here is recorded
+    by the measurement that fails again."""
     if runtime.select_backend() != "cuda":
         return
     with contextlib.suppress(Exception):  # an empty closure runs no device work: sample() says so, as expected

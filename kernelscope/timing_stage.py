@@ -117,7 +117,9 @@ def _add_device(
     if device_us >= settings.sustained_above_us:
         rec["sustained"] = timing.measure_sustained(prepared.fn, settings, flush, monitor)
     if rec.get("host_wall_us") is None:  # a long kernel's launch cost: few calls, enough to average
-        rec["host_wall_us"] = timing.host_wall_us(prepared.fn, max(3, min(settings.host_calls, int(5e3 / device_us))))
+        rec["host_wall_us"] = timing.host_wall_us(
+            prepared.fn, max(3, min(settings.host_calls, int(5e3 / max(device_us, 1e-3))))
+        )
     if seed_method:
         rec["seed_method"] = timing.seed_method(prepared.fn, settings)
 
