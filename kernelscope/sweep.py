@@ -169,6 +169,9 @@ def sweep_case(
 ) -> dict[str, Any]:
     """Every Triton variant of one case (one job, so process start-up is paid once per case)."""
     variants: list[dict[str, Any]] = []
+    # CUPTI's first start in a process takes seconds: outside the exclusive sections (docs/timing-basis.md)
+    with gpus.shared("device basis"):
+        timing.prepare_device_basis()
     # if a hang cannot be interrupted, the job writes the variants swept so far (faults.bounded)
     faults.on_abandon(lambda label: {"variants": list(variants), "compile_workers": compile_workers})
     for impl in spec.triton_variants:

@@ -34,7 +34,7 @@ _COMPILE_ONLY = threading.local()
 class TimingSettings:
     warmup: int = 25
     min_samples: int = 100
-    max_samples: int = 2000
+    max_samples: int = 1000
     min_time_s: float = 0.05
     max_time_s: float = 1.0
     target_rel_ci: float = 0.005

@@ -11,8 +11,11 @@ ranking by device time (issue 21). Each test names the planted bug it caught whe
 - rerun observations / floors: a pair of runs whose sweeps chose different configs counted as a rerun;
   kinds pooled; the pair floor as the larger side instead of the quadrature sum; a size class edge off by one.
 - sweep_ranks_by_device_time: the sweep ranking configs by event medians.
+- sweep_starts_the_profiler_before_taking_the_gpu: the sweep job's CUPTI start-up left to the first config's
+  sampling, inside the exclusive section.
 """
 
+import contextlib
 import json
 import math
 
@@ -21,7 +24,7 @@ import standin_device
 import torch
 from standin_device import SHAPE, StandinDevice, sampling_settings
 
-from kernelscope import claims, reruns, sweep
+from kernelscope import claims, devicetime, reruns, sweep
 from kernelscope.spec import Implementation, KernelSpec, Tolerance
 
 standin_cuda = standin_device.standin_cuda
@@ -220,10 +223,10 @@ def test_rerun_record_is_checked(tmp_path):
     assert reruns.main([str(tmp_path / "nothing"), "--out", str(tmp_path / "o.json")]) == 2
 
 
-def test_sweep_ranks_by_device_time(standin_cuda: StandinDevice):
-    # config "a": 2 µs on the device but 40 µs of host launch path (events see the launch gap);
-    # config "b": 3 µs on the device, launched at once. By events b wins; by device time a does.
-    kernels = {"a": standin_cuda.kernel(2.0, name="k_a", launch_us=40.0), "b": standin_cuda.kernel(3.0, name="k_b")}
+def _two_config_spec(dev: StandinDevice) -> tuple[KernelSpec, Implementation]:
+    """A spec of one Triton variant with two configs. Config "a": 2 µs on the device, but launched 40 µs late
+    (a slow host path); config "b": 3 µs on the device, launched at once. By events b wins; by device time a does."""
+    kernels = {"a": dev.kernel(2.0, name="k_a", launch_us=40.0), "b": dev.kernel(3.0, name="k_b")}
 
     def prepare(inputs, out, config):
         kernel = kernels[config["c"]]
@@ -254,9 +257,45 @@ def test_sweep_ranks_by_device_time(standin_cuda: StandinDevice):
         bytes_moved=lambda s, d: 0.0,
         shape_sets={"cpu": [SHAPE]},
     )
+    return spec, impl
+
+
+def test_sweep_ranks_by_device_time(standin_cuda: StandinDevice):
+    spec, impl = _two_config_spec(standin_cuda)
     settings = sampling_settings(device_time_s=1e-4, device_min_samples=10, device_max_samples=10)
     result = sweep.sweep_variant(spec, impl, SHAPE, torch.float32, settings)
     by_key = {r["key"]: r for r in result["configs"]}
     assert by_key["c=a"]["event_median_us"] > by_key["c=b"]["event_median_us"]
     assert by_key["c=a"]["median_us"] == pytest.approx(2.0) and by_key["c=a"]["basis"] == "device"
     assert result["best"]["config"] == {"c": "a"}
+
+
+def test_sweep_starts_the_profiler_before_taking_the_gpu(standin_cuda: StandinDevice, monkeypatch):
+    """CUPTI's first start in a process takes seconds (docs/timing-basis.md): a sweep job starts it under the
+    shared lock, so the first profiler session is never inside an exclusive section."""
+    held: list[str] = []
+    sessions: list[list[str]] = []
+
+    def tracking(mode, original):
+        @contextlib.contextmanager
+        def section(what=""):
+            held.append(mode)
+            try:
+                with original(what):
+                    yield
+            finally:
+                held.pop()
+
+        return section
+
+    monkeypatch.setattr(sweep.gpus, "shared", tracking("shared", sweep.gpus.shared))
+    monkeypatch.setattr(sweep.gpus, "exclusive", tracking("exclusive", sweep.gpus.exclusive))
+    profile = devicetime._default_profile
+    monkeypatch.setattr(devicetime, "_default_profile", lambda: (sessions.append(list(held)), profile())[1])
+    spec, _ = _two_config_spec(standin_cuda)
+    settings = sampling_settings(device_time_s=1e-4, device_min_samples=10, device_max_samples=10)
+    doc = sweep.sweep_case(spec, SHAPE, torch.float32, settings)
+    assert doc["variants"][0]["best"]["config"] == {"c": "a"}
+    assert len(sessions) == 3  # the start-up session, then one per config
+    assert sessions[0] == ["shared"]
+    assert all(s == ["exclusive"] for s in sessions[1:])
