@@ -36,18 +36,15 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernelscope import catalog
+from kernelscope import catalog, results
+from kernelscope.naming import ANY_GPU, INTERPRETER_KEY, shape_id, slug  # noqa: F401 - cases.ANY_GPU etc. for callers
 
-INTERPRETER_KEY = "cpu-interpreter"
-#: ``device: any-gpu``: a GPU plan for whichever CUDA device each job lands on (recorded per case)
-ANY_GPU = "any-gpu"
 #: GPU memory of the devices the planner knows by key, in GiB (nvidia-smi's memory.total); other GPUs are
 #: checked only when the config gives ``device_memory_gib``, an interpreter run against the host's memory
 KNOWN_MEMORY_GIB = {
@@ -108,11 +105,6 @@ def job_digests(doc: Mapping[str, Any]) -> dict[str, str]:
     settings = {k: v for k, v in doc.items() if k not in PLAN_WIDE}
     digests = {f"{c['kernel']}/{c['dtype']}/{c['shape']}": _digest({**settings, "case": c}) for c in doc["cases"]}
     return {**digests, "calibration": _digest({k: doc.get(k) for k in CALIBRATION_READS})}
-
-
-def slug(name: str) -> str:
-    """``'NVIDIA H200'`` -> ``'nvidia-h200'``: a path-safe device key."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def host_device_key() -> str:
@@ -376,7 +368,7 @@ def specs(config: Mapping[str, Any], key: str) -> dict[str, Any]:
             for dtype in dtypes:
                 case = {
                     "kernel": name,
-                    "shape": catalog.shape_id(shape["params"]),
+                    "shape": shape_id(shape["params"]),
                     "params": dict(shape["params"]),
                     "reason": shape["reason"],
                     "dtype": dtype,
@@ -427,11 +419,7 @@ def ncu_selection(value: bool | Sequence[str], cases: Sequence[Mapping[str, Any]
 
 
 def write_specs(config: Mapping[str, Any], key: str, path: str | Path) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_text(json.dumps(specs(config, key), indent=2) + "\n")
-    tmp.replace(target)
+    results.write_text(path, json.dumps(specs(config, key), indent=2) + "\n")
 
 
 def load_case(specs_doc: Mapping[str, Any], kernel: str, shape: str, dtype: str):

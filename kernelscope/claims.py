@@ -21,7 +21,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kernelscope import environment, reruns, rundata, stats
+from kernelscope import records, reruns, stats
+from kernelscope.fingerprint import fingerprint
 
 ALPHA = 0.01
 MIN_EFFECT = 0.01  # a 1 % difference is the smallest we state even with a tighter A/A floor
@@ -436,7 +437,7 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
     """What a run's data supports and what it refuses, from its records (``rundata.collect``) and tables
     (``rundata.tables``): the claim list, and every refusal with its reason."""
     env = data["environment"]
-    fp = environment.fingerprint(env)
+    fp = fingerprint(env)
     interpreter = data["specs"]["interpreter"]
     yes: list[str] = []
     no: list[str] = []
@@ -505,11 +506,11 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
             )
     timing = tbl["timing"]
     if not timing.empty and "target_reached" in timing:
-        missed = rundata.capped_measurements(data)
+        missed = records.capped_measurements(data)
         if missed:
             no.append(
                 f"Precision beyond the measured spread for {missed} measurements that stopped at the time "
-                f"cap before the median's CI reached ±{data['specs']['timing'].get('target_rel_ci', 0.005):.1%} "
+                f"cap before the median's CI reached ±{records.timing_settings(data)['target_rel_ci']:.1%} "
                 f"with at least min_samples samples; their CIs are in the tables."
             )
     flagged = timing.get("flagged") if not timing.empty else None
@@ -546,7 +547,7 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
             f"Cold-cache times for {len(warm)} cases timed with a warm L2 (flush_l2: false): their inputs "
             "may be read from L2, as in a loop over the same tensors, not as in a model's step."
         )
-    commits = rundata.case_commits(data)
+    commits = records.case_commits(data)
     if len(commits) > 1:
         no.append(
             "Reading every case as one commit's code: the timings come from "
@@ -555,7 +556,7 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
             "case's kernel-module hash is in its record), so cases of different commits may differ in their kernel "
             "or in the measuring code."
         )
-    cards = rundata.case_cards(data)
+    cards = records.case_cards(data)
     if len(cards) > 1:
         run_card = (data["environment"].get("gpu") or {}).get("uuid")
         no.append(

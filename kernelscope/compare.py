@@ -30,8 +30,9 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import claims, environment, results, rundata
+from kernelscope import claims, results, rundata
 from kernelscope.document import bullets, render, table, text
+from kernelscope.fingerprint import fingerprint
 
 #: environment fields that must be equal for two runs' numbers to be ranked against each other
 SOFTWARE = ("backend", "torch", "triton", "cuda_runtime", "driver")
@@ -60,7 +61,7 @@ def _method(data: Mapping[str, Any]) -> dict[str, Any]:
 
 def comparability(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     """The kind of comparison two collected runs (``rundata.collect``) support, and why not where they don't."""
-    fa, fb = environment.fingerprint(a["environment"]), environment.fingerprint(b["environment"])
+    fa, fb = fingerprint(a["environment"]), fingerprint(b["environment"])
     reasons = []
     for name, data in (("A", a), ("B", b)):
         if data["specs"].get("interpreter"):

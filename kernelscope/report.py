@@ -17,8 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import bases, claims, environment, plots, registry, results, rundata, scores
+from kernelscope import bases, claims, plots, records, results, rundata, scores
 from kernelscope.document import bullets, figure, kv, render, table, text
+from kernelscope.fingerprint import fingerprint
 
 #: the answer section's refusals: the few that change how the whole report is read (the rest: appendix)
 MAIN_REFUSALS = 6
@@ -191,27 +192,10 @@ def _starvation_note(recs: list[dict[str, Any]]) -> str:
     )
 
 
-def recorded_settings(data: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
-    """The timing settings the records were measured with, each distinct set with its number of cases."""
-    groups: list[tuple[dict[str, Any], int]] = []
-    for case in data["cases"]:
-        settings = (case["timing"] or {}).get("settings")
-        if settings is None:
-            continue
-        for i, (known, n) in enumerate(groups):
-            if known == settings:
-                groups[i] = (known, n + 1)
-                break
-        else:
-            groups.append((settings, 1))
-    return groups
-
-
 def _method_section(data: dict[str, Any]) -> dict[str, Any]:
     specs = data["specs"]
-    groups = recorded_settings(data)
-    # the records' own settings; the plan's only where no record stored them
-    t = groups[0][0] if groups else specs["timing"]
+    groups = records.recorded_settings(data)
+    t = records.timing_settings(data)  # resolved: every key is there (kernelscope.cases.specs, the records)
     modes = rundata.enqueue_modes(data)
     enqueue = []
     if any(m.startswith("batched") for m in modes):
@@ -223,7 +207,7 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
             if str(rec.get("enqueue", "")).startswith("batched")
         ]
         enqueue.append(
-            f"Samples enqueued {t.get('batch', 10)} at a time behind a GPU sleep and read after one "
+            f"Samples enqueued {t['batch']} at a time behind a GPU sleep and read after one "
             "synchronisation, so the events bracket the kernel and not the host's launch latency"
             + _starvation_note(recs)
         )
@@ -243,15 +227,15 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
         "per-dtype tolerances (listed per kernel below); deliberately broken negative controls must be rejected.",
         "Sweep: every declared launch config of every Triton variant compiled and timed on its own from an empty "
         "cache directory; pruned, failed and wrong configs are recorded; the fastest correct config is timed.",
-        f"Timing: first call (JIT / torch.compile from a cold cache) recorded apart; {t.get('warmup', 25)} warm-up "
-        f"calls; clocks settled by running the baseline back to back; then samples until ≥ {t.get('min_samples', 100)} "
-        f"samples and ≥ {t.get('min_time_s', 0.05)} s, stopping when the 95 % CI of the median is within "
-        f"±{t.get('target_rel_ci', 0.005):.1%} or at {t.get('max_time_s', 1.0)} s. "
+        f"Timing: first call (JIT / torch.compile from a cold cache) recorded apart; {t['warmup']} warm-up "
+        f"calls; clocks settled by running the baseline back to back; then samples until ≥ {t['min_samples']} "
+        f"samples and ≥ {t['min_time_s']} s, stopping when the 95 % CI of the median is within "
+        f"±{t['target_rel_ci']:.1%} or at {t['max_time_s']} s. "
         + (
             (
                 "Each sample bracketed by CUDA events, L2 flushed before each sample (a 2×L2 write outside the "
                 "events). "
-                if t.get("flush_l2", True)
+                if t["flush_l2"]
                 else "Each sample bracketed by CUDA events. WARM CACHE: L2 was not flushed between samples (flush_l2: "
                 "false), so inputs that fit in L2 are read from it; these times are not cold-cache times. "
             )
@@ -267,7 +251,7 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
         "Clocks: NVML SM/memory clock, temperature, power and throttle reasons read after every batch of samples "
         "(each sample carries its batch's reading); samples taken while throttled or below 95 % of the steady "
         "clock are flagged and disclosed, not dropped.",
-        f"Short cases (median under {t.get('graph_below_us', 50)} µs) and launch-bound records also get CUDA-graph "
+        f"Short cases (median under {t['graph_below_us']} µs) and launch-bound records also get CUDA-graph "
         "replay timing and host wall time per call. Graph replay is device time per call without launch gaps: "
         "where the record's column graph_l2 says 'flushed', each captured call is preceded by the same L2 flush "
         "as the event samples and a second graph of the flushes alone is subtracted, so both bases see a cold "
@@ -355,23 +339,6 @@ def _ratio_text(row: pd.Series) -> str:
     return f"{row['speedup']:.2f}×{ci}" + ("ᵍ" if row["basis"] == "graph replay" else "")
 
 
-def _reproduced(out: Path | None, kernel: str) -> str:
-    """Reproduced / not, per kernel, in the last (by name) of this report's comparisons that compared the runs
-    (its comparison.csv); a comparison that refused the pair has no rows and is passed over."""
-    for rel, _ in reversed(_comparisons(out) if out else []):
-        path = out / rel.parent / "comparison.csv"
-        rows = pd.read_csv(path) if path.is_file() and path.stat().st_size > 1 else pd.DataFrame()
-        if rows.empty or "kernel" not in rows:
-            continue
-        rows = rows[rows["kernel"] == kernel]
-        measured = rows[rows["verdict"] != claims.NOT_COMPARABLE]
-        if measured.empty:
-            return "–"
-        same = int((measured["verdict"] == claims.UNRESOLVED).sum())
-        return f"{same}/{len(measured)} ({rel.parent.name})"
-    return "–"
-
-
 def _comparisons(out: Path | None) -> list[tuple[Path, str]]:
     """This report's comparisons (``compare/<other>/report.html``), by name (file times differ between
     checkouts, and a re-render must not depend on them)."""
@@ -417,7 +384,6 @@ def _answer_section(
                         else ("–" if first else "")
                     ),
                     "throttled samples": (f"{flagged / samples:.0%}" if first and samples else ("–" if first else "")),
-                    "reproduced": _reproduced(out, kernel) if first else "",
                 }
             )
             first = False
@@ -434,9 +400,8 @@ def _answer_section(
         "Speedup = baseline time / best Triton variant's time (above 1: Triton faster), per case on the claim "
         f"rules' basis ({basis_note}); per-case ratios with 95 % CIs are "
         "in each kernel's section and figure. Verdicts: Mann–Whitney and A/A-floor rules (Method). Throttled: "
-        "share of the kernel's timed samples taken while throttled or below the steady clock. Reproduced: "
-        "timings with no difference resolved in the comparison named in brackets (the last, by name, of this "
-        "report's comparisons that compared the runs), of those measured in both runs."
+        "share of the kernel's timed samples taken while throttled or below the steady clock. Whether a run "
+        "reproduced another is in their comparison, and per kernel in the index of published runs."
     ]
     blocks = [
         table(
@@ -449,7 +414,6 @@ def _answer_section(
                 "best Triton",
                 "targets met",
                 "throttled samples",
-                "reproduced",
             ],
             notes=notes,
         )
@@ -540,7 +504,7 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
             return df
         return df[(df["kernel"] == case["kernel"]) & (df["shape"] == case["shape"]) & (df["dtype"] == case["dtype"])]
 
-    spec = registry.get(case["kernel"])
+    invariants = [inv["name"] for inv in records.declaration(case).get("invariants", [])]
     blocks = [text(f"Shape {json.dumps(case['params'])}: {case['reason']}.")]
     gate = case["correctness"] or {}
     if gate.get("reference_error"):
@@ -556,7 +520,7 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
     blocks.append(
         table(
             sel(tbl["correctness"]),
-            ["outcome", "implementation", "role", "max_abs_err", "rel_l2_err", *[inv.name for inv in spec.invariants]],
+            ["outcome", "implementation", "role", "max_abs_err", "rel_l2_err", *invariants],
         )
     )
     claim_df = sel(tbl["claims"])
@@ -707,7 +671,7 @@ def _references_section(data: dict[str, Any]) -> dict[str, Any] | None:
     refs = data["specs"].get("external_references", [])
     if not refs:
         return None
-    fp = environment.fingerprint(data["environment"])
+    fp = fingerprint(data["environment"])
     blocks = []
     for ref in refs:
         blocks.append(text(f"{ref['label']} — {ref.get('source', '')}"))
@@ -721,8 +685,8 @@ def _kernel_sections(
 ) -> list[dict[str, Any]]:
     sections = []
     for name in sorted({c["kernel"] for c in data["cases"]}):
-        spec = registry.get(name)
-        # only what this run recorded: the installed module may declare implementations added after it
+        # the declaration the kernel's first recorded case was measured under, narrowed to what this run recorded
+        declared = next((records.declaration(c) for c in data["cases"] if c["kernel"] == name and c["declaration"]), {})
         recorded = {
             r["implementation"]
             for c in data["cases"]
@@ -730,14 +694,17 @@ def _kernel_sections(
             for r in c["correctness"].get("implementations", []) + c["correctness"].get("negative_controls", [])
         }
         impls = [
-            f"{i.name} ({i.kind}): {i.description}" for i in spec.implementations if not recorded or i.name in recorded
+            f"{i['name']} ({i['kind']}): {i['description']}"
+            for i in declared.get("implementations", [])
+            if not recorded or i["name"] in recorded
         ]
         controls = [
-            f"negative control {i.name}: {i.description}"
-            for i in spec.negative_controls
-            if not recorded or i.name in recorded
+            f"negative control {i['name']}: {i['description']}"
+            for i in declared.get("negative_controls", [])
+            if not recorded or i["name"] in recorded
         ]
-        blocks = [text(spec.description), bullets(impls + controls)]
+        about = declared.get("description", f"No record of {name} has its declaration: every stage failed to write.")
+        blocks = [text(about), bullets(impls + controls)]
         kr = ratios[ratios["kernel"] == name] if not ratios.empty else ratios
         if not kr.empty:
             blocks.append(
@@ -788,7 +755,7 @@ def _kernel_sections(
 def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> dict[str, Any]:
     """The report of one run; figures are written under ``out/plots``."""
     specs, env = data["specs"], data["environment"]
-    fp = environment.fingerprint(env)
+    fp = fingerprint(env)
     commits, cards = rundata.case_commits(data), rundata.case_cards(data)
     timed = sum(1 for c in data["cases"] if c["timing"])
     banner = (
@@ -894,7 +861,7 @@ def run_facts(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, A
     return {
         "first_timed": created[0] if created else None,
         "last_timed": created[-1] if created else None,
-        "gpu": environment.fingerprint(data["environment"]).get("gpu"),
+        "gpu": fingerprint(data["environment"]).get("gpu"),
         "case_commits": rundata.case_commits(data),
         "case_cards": rundata.case_cards(data),
         "gate": {str(k): int(v) for k, v in impls["status"].value_counts().items()} if not impls.empty else {},
