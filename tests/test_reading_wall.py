@@ -172,7 +172,8 @@ exit_now()
 def test_migration_adds_the_declarations_once_and_says_so(tmp_path):
     tarball = tmp_path / "a.tar.gz"
     shutil.copy(ROOT / "calibration" / "runs" / "h200-a1.tar.gz", tarball)
-    before = {m.name for m in tarfile.open(tarball).getmembers()}
+    with tarfile.open(tarball) as tar:
+        before = set(tar.getnames())
     migrate = migrate_script()
     changed = migrate.migrate(tarball, at="2026-12-01T12:00:00+0000")
     assert "h200-a1/specs.json" in changed and "h200-a1/reruns.json" in changed
