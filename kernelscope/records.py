@@ -43,17 +43,18 @@ def timing_settings(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def case_commit(data: dict[str, Any], case: dict[str, Any]) -> str | None:
-    """The commit whose code timed this case (the run's environment commit for records without one)."""
+    """The commit whose code timed this case (``data`` is unused: every timing record carries its own)."""
     if not case["timing"]:
         return None
-    return str((case["timing"].get("git") or {}).get("commit") or (data["environment"].get("git") or {}).get("commit"))
+    return str((case["timing"].get("git") or {}).get("commit"))
 
 
 def case_card(data: dict[str, Any], case: dict[str, Any]) -> str | None:
-    """The card that timed this case (the run's environment card for records without one)."""
+    """The card that timed this case (``data`` is unused: every timing record carries its own, None under the
+    interpreter)."""
     if not case["timing"]:
         return None
-    return str((case["timing"].get("nvml") or {}).get("uuid") or (data["environment"].get("gpu") or {}).get("uuid"))
+    return str((case["timing"].get("nvml") or {}).get("uuid"))
 
 
 def capped_measurements(data: dict[str, Any]) -> int:
@@ -72,25 +73,22 @@ def capped_measurements(data: dict[str, Any]) -> int:
     return count
 
 
-def _timed_cases_by(data: dict[str, Any], record: str, env: str, field: str) -> dict[str, int]:
-    """Timed cases per value of ``timing[record][field]``; records without it count under the run's
-    ``environment[env][field]``."""
-    run_value = (data["environment"].get(env) or {}).get(field)
+def _timed_cases_by(data: dict[str, Any], value) -> dict[str, int]:
+    """Timed cases per ``value(data, case)``."""
     counts: dict[str, int] = {}
     for case in data["cases"]:
         if case["timing"]:
-            value = str((case["timing"].get(record) or {}).get(field) or run_value)
-            counts[value] = counts.get(value, 0) + 1
+            key = value(data, case)
+            counts[key] = counts.get(key, 0) + 1
     return counts
 
 
 def case_commits(data: dict[str, Any]) -> dict[str, int]:
-    """Timed cases per git commit of the job that timed them (records from before the commit was stored per
-    case count under the run's environment commit)."""
-    return _timed_cases_by(data, "git", "git", "commit")
+    """Timed cases per git commit of the job that timed them."""
+    return _timed_cases_by(data, case_commit)
 
 
 def case_cards(data: dict[str, Any]) -> dict[str, int]:
-    """Timed cases per physical GPU (NVML UUID in each timing record; records without one count under the
-    run's environment card). A resumed run can hold cases timed on different cards of one model."""
-    return _timed_cases_by(data, "nvml", "gpu", "uuid")
+    """Timed cases per physical GPU (NVML UUID in each timing record). A resumed run can hold cases timed on
+    different cards of one model."""
+    return _timed_cases_by(data, case_card)

@@ -302,9 +302,10 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
 
 
 def enqueue_modes(data: dict[str, Any]) -> set[str]:
-    """How the run's timed samples were enqueued (``batched:<k>``, or ``per-sample-sync`` for older records)."""
+    """How the run's timed samples were enqueued (``batched:<k>``, ``host`` under the interpreter,
+    ``per-sample-sync`` for records from before batched enqueue)."""
     return {
-        rec.get("enqueue", "per-sample-sync")
+        rec["enqueue"]
         for case in data["cases"]
         if case["timing"]
         for rec in case["timing"]["implementations"]

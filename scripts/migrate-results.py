@@ -54,11 +54,38 @@ def _declaration(case: dict[str, Any]) -> dict[str, Any]:
     return registry.get(case["kernel"]).declaration(Shape(case["params"], case["reason"]), case["dtype"])
 
 
+def _timing_provenance(doc: dict[str, Any], env: dict[str, Any]) -> list[str]:
+    """A timing record from before each job stored its commit, its card and how it enqueued samples gets the
+    run's commit and card (``environment.json``: what the report said of such records) and
+    ``per-sample-sync`` (the only method before batched enqueue was recorded)."""
+    added = []
+    if not (doc.get("git") or {}).get("commit") and (env.get("git") or {}).get("commit"):
+        doc["git"] = env["git"]
+        added.append("git (the run's, from environment.json)")
+    uuid = (env.get("gpu") or {}).get("uuid")
+    if not (doc.get("nvml") or {}).get("uuid") and uuid:
+        doc["nvml"] = {**(doc.get("nvml") or {}), "uuid": uuid}
+        added.append("nvml.uuid (the run's, from environment.json)")
+    pending = [r for r in doc.get("implementations", []) if r.get("status") == "ok" and "enqueue" not in r]
+    for rec in pending:
+        rec["enqueue"] = "per-sample-sync"
+    if pending:
+        added.append("implementations[].enqueue (per-sample-sync)")
+    return added
+
+
 def migrate_record(
-    doc: dict[str, Any], stage: str, case: dict[str, Any], at: str, declare: Callable[[dict[str, Any]], dict]
+    doc: dict[str, Any],
+    stage: str,
+    case: dict[str, Any],
+    at: str,
+    declare: Callable[[dict[str, Any]], dict],
+    env: dict[str, Any] | None = None,
 ) -> bool:
     """Add what a per-case record lacks; True where it changed."""
     added = []
+    if stage == "timing":
+        added += _timing_provenance(doc, env or {})
     declared = doc.get("declaration")
     if declared is None:
         declared = doc["declaration"] = declare(case)
@@ -95,7 +122,7 @@ def migrate_docs(docs: dict[str, dict[str, Any]], at: str, declare=_declaration)
             "params": doc["params"],
             "reason": doc["reason"],
         }
-        if migrate_record(doc, stage, case, at, declare):
+        if migrate_record(doc, stage, case, at, declare, docs.get("environment.json")):
             changed[rel] = doc
     if "reruns.json" not in docs:
         changed["reruns.json"] = {"device": specs["device"], "status": "none", "reason": NO_RERUNS}

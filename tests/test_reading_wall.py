@@ -55,9 +55,7 @@ sys.meta_path.insert(0, Blocked())
 
 
 def _without_torch(code: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", BLOCKER + code], cwd=cwd, capture_output=True, text=True, timeout=600
-    )
+    return subprocess.run([sys.executable, "-c", BLOCKER + code], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
 def migrate_script():
@@ -222,6 +220,25 @@ def test_migration_records_which_unsupported_implementations_declined():
     assert migrate.migrate_record(gate, "correctness", case, "now", lambda c: declared)
     assert [r.get("declined") for r in gate["implementations"]] == [True, False, False, True, None]
     assert gate["migrated"]["added"] == ["declaration", "implementations[].declined"]
+
+
+def test_migration_gives_old_timing_records_the_runs_commit_card_and_enqueue_method():
+    migrate = migrate_script()
+    case = {"kernel": "k", "dtype": "float16", "shape": "N1", "params": {"N": 1}, "reason": "r"}
+    env = {"git": {"commit": "abc", "dirty": False}, "gpu": {"uuid": "GPU-1"}}
+    old = {"implementations": [{"status": "ok"}, {"status": "fail"}], "nvml": {"sm_clock_max_mhz": 1980}}
+    assert migrate.migrate_record(old, "timing", case, "now", lambda c: {}, env)
+    assert old["git"] == env["git"] and old["nvml"] == {"sm_clock_max_mhz": 1980, "uuid": "GPU-1"}
+    assert [r.get("enqueue") for r in old["implementations"]] == ["per-sample-sync", None]
+    # a record that carries its own keeps them
+    own = {
+        "declaration": {},
+        "git": {"commit": "def"},
+        "nvml": {"uuid": "GPU-2"},
+        "implementations": [{"status": "ok", "enqueue": "batched:10"}],
+    }
+    assert not migrate.migrate_record(own, "timing", case, "now", lambda c: {}, env)
+    assert own["git"] == {"commit": "def"} and own["nvml"] == {"uuid": "GPU-2"}
 
 
 def test_migration_refuses_a_path_without_results(tmp_path):
