@@ -56,7 +56,7 @@ HELD, FLIPPED, ORDER_UNRESOLVED = "held", "flipped", "not resolved"
 
 def _method(data: Mapping[str, Any]) -> dict[str, Any]:
     """What decides how a sample was taken: the timing settings and the enqueue modes actually used."""
-    return {"timing settings": data["specs"].get("timing", {}), "enqueue": sorted(rundata.enqueue_modes(data))}
+    return {"timing settings": data["specs"]["timing"], "enqueue": sorted(rundata.enqueue_modes(data))}
 
 
 def comparability(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:

@@ -133,7 +133,7 @@ def archived(tmp_path_factory) -> dict[str, Path]:
     for name in ("h200-a1", "h200-a2"):
         tarball = root / f"{name}.tar.gz"
         shutil.copy(ROOT / "calibration" / "runs" / f"{name}.tar.gz", tarball)
-        assert migrate_script().migrate(tarball)
+        migrate_script().migrate(tarball)  # a no-op once the committed archives are migrated
         with tarfile.open(tarball) as tar:
             tar.extractall(root, filter="data")
         folders[name] = root / name
@@ -167,9 +167,26 @@ exit_now()
 # --- migration ---------------------------------------------------------------------------------------------
 
 
+def as_written_before(name: str, dest: Path) -> Path:
+    """calibration/runs/<name>.tar.gz as it was before the records carried their declarations (whether or not
+    the committed archive is migrated): unpacked under ``dest``, with what the migration adds taken out."""
+    with tarfile.open(ROOT / "calibration" / "runs" / f"{name}.tar.gz") as tar:
+        tar.extractall(dest, filter="data")
+    folder = dest / name
+    for path in folder.rglob("*.json"):
+        doc = json.loads(path.read_text())
+        if doc.pop("migrated", None) is not None and path.name == "reruns.json":
+            path.unlink()
+        elif doc.pop("declaration", None) is not None or path.name == "specs.json":
+            path.write_text(json.dumps(doc))
+    return folder
+
+
 def test_migration_adds_the_declarations_once_and_says_so(tmp_path):
     tarball = tmp_path / "a.tar.gz"
-    shutil.copy(ROOT / "calibration" / "runs" / "h200-a1.tar.gz", tarball)
+    with tarfile.open(tarball, "w:gz") as tar:
+        tar.add(as_written_before("h200-a1", tmp_path / "old"), arcname="h200-a1")
+    shutil.rmtree(tmp_path / "old")
     with tarfile.open(tarball) as tar:
         before = set(tar.getnames())
     migrate = migrate_script()
@@ -250,13 +267,7 @@ def test_migration_refuses_a_path_without_results(tmp_path):
 
 
 def test_an_unmigrated_folder_is_refused_naming_the_record_and_the_command(tmp_path):
-    with tarfile.open(ROOT / "calibration" / "runs" / "h200-a1.tar.gz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    folder = tmp_path / "h200-a1"
-    for path in folder.rglob("*.json"):  # as written before records carried the declaration
-        doc = json.loads(path.read_text())
-        if doc.pop("declaration", None) is not None:
-            path.write_text(json.dumps(doc))
+    folder = as_written_before("h200-a1", tmp_path)
     with pytest.raises(results.CorruptResult, match=r"has no declaration .* scripts/migrate-results.py") as exc:
         rundata.collect(folder)
     assert str(folder) in str(exc.value) and exc.value.path.suffix == ".json"
