@@ -234,8 +234,7 @@ def cmd_timing(args) -> None:
     settings = timing.TimingSettings.from_config(specs["timing"])
     gate = _load(args.correctness)
     failed = {r["implementation"]: r.get("failure") for r in gate["implementations"] if r.get("ok") is False}
-    with gpus.shared("device basis"):  # one small kernel: never inside another job's sampling
-        timing.prepare_device_basis()
+    timing.prepare_device_basis(lambda: gpus.shared("device basis"))
     seed_case = any(
         (r.get("kernel"), r.get("shape"), r.get("dtype")) == (case["kernel"], case["shape"], case["dtype"])
         for r in specs.get("external_references", [])
