@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from kernelscope import claims, compare, report, rundata
+from kernelscope.verdicts import Reason
 from workflow_support import ROOT
 
 CASE = Path("timing") / "softmax" / "float16" / "M8192_N8192.json"
@@ -284,7 +285,7 @@ def test_a_measurement_carried_into_both_runs_is_not_a_reproduction(h200, tmp_pa
     _edit(carried / CASE, lambda doc: doc.update(created="2027-01-01T00:00:00+0000"))  # one case re-timed
     a, b = rundata.collect(h200), rundata.collect(carried)
     rows = compare.compare_cases(a, b)
-    same = rows["why"].astype(str).str.startswith(compare.SAME_MEASUREMENT)
+    same = rows["reason"] == Reason.SAME_MEASUREMENT
     assert (rows.loc[same, "verdict"] == compare.NOT_COMPARABLE).all()
     assert set(rows.loc[~same & (rows["verdict"] != compare.NOT_COMPARABLE), "shape"]) == {"M8192_N8192"}
     timed_cases = {(c["kernel"], c["shape"], c["dtype"]) for c in a["cases"] if c["timing"]}
@@ -292,7 +293,7 @@ def test_a_measurement_carried_into_both_runs_is_not_a_reproduction(h200, tmp_pa
     text = json.dumps(compare.document(a, b, compare.comparability(a, b), rows), ensure_ascii=False)
     assert f"Any run-to-run statement on {len(timed_cases) - 1} cases" in text
     # pairs timed in both runs, less the carried ones and those one run has no timing of (no test at all)
-    untimed = rows["why"].astype(str).str.startswith(compare.UNTIMED)
+    untimed = rows["reason"] == Reason.NO_TIMING_IN_RUN
     measured = int((~same & ~untimed).sum())
     assert f"of {measured} implementation × case pairs timed in both runs" in text
 
