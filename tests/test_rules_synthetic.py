@@ -10,8 +10,8 @@ decide by codes, not by their sentences. Each test caught the bugs named here wh
 - orderings_held_flipped_unresolved: two unresolved verdicts counted as held; opposite verdicts as held.
 - comparison_graph_floor: the graph-replay comparison judged by the runs' graph A/A floors alone (the
   run-to-run floor of the kind left out).
-- run_summary_exclusive_time: shared sections counted as exclusive; correctness and profile jobs counted into
-  a case's exclusive time; touching sections counted as an overlap.
+- run_summary_exclusive_time: shared sections counted as exclusive; every stage's job (Nsight Compute's)
+  counted into a case's exclusive time; touching sections counted as an overlap.
 - supports_needs_every_control_rejected: "every negative control was rejected" while one was accepted.
 - statements_sort_by_verdict_codes: a slower claim left out of the supports list (only "faster" filtered).
 - refusals_are_ordered_by_topic: a mixed-commit refusal given the default topic.
@@ -249,13 +249,15 @@ def _job(stage: str, shape: str, sections: list[tuple[str, float, float]]) -> di
 
 
 def test_run_summary_exclusive_time(tmp_path, monkeypatch):
-    """Two cases: sweep and timing hold the GPU exclusively, correctness and profile share it. Exclusive time is
-    the exclusive sections' length, per case the sweep's and timing's; sections that touch do not overlap."""
+    """Two cases: sweep, timing and Nsight Compute hold the GPU exclusively, correctness and profile share it.
+    Exclusive time is the exclusive sections' length, per case the sweep's and timing's; sections that touch do
+    not overlap."""
     jobs = {
         ("correctness", "A"): [("shared", 0, 5)],
         ("sweep", "A"): [("exclusive", 5, 7)],
         ("timing", "A"): [("exclusive", 7, 10), ("shared", 10, 11)],
         ("profile", "A"): [("shared", 11, 20)],
+        ("ncu", "A"): [("exclusive", 20, 26)],  # exclusive, but no part of a case's measuring cost
         ("correctness", "B"): [("shared", 0, 1)],
         ("sweep", "B"): [("exclusive", 10, 11)],
         ("timing", "B"): [("exclusive", 11, 15)],
@@ -269,7 +271,7 @@ def test_run_summary_exclusive_time(tmp_path, monkeypatch):
     (tmp_path / "specs.json").write_text(json.dumps(specs))
     monkeypatch.setattr(runsummary.results_io, "load", lambda path: json.loads(path.read_text()))  # no schemas
     run = runsummary.summarize(tmp_path)
-    assert run["gpu_exclusive_s"] == pytest.approx(2 + 3 + 1 + 4)
+    assert run["gpu_exclusive_s"] == pytest.approx(2 + 3 + 1 + 4 + 6)
     assert run["exclusive_s_per_case_median"] == pytest.approx((5 + 5) / 2)  # A: 2 + 3, B: 1 + 4
     assert run["exclusive_overlaps"] == 0
     assert runsummary.overlapping_exclusive_sections([("g", 0, 2), ("g", 1, 3), ("h", 1, 3)]) == 1
