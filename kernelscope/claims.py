@@ -13,6 +13,11 @@ Otherwise the verdict is "no difference resolved" (or "not comparable" with the 
 carries the disclosure of flagged (throttled / slow-clock) samples on either side. ``statements`` applies
 these rules and the run-level refusals (interpreter runs, gate failures, capped measurements, runs spread
 over several commits or cards) to a whole run.
+
+A verdict is recorded as codes (:mod:`kernelscope.verdicts`: verdict, basis, reason and the fields the reason
+names, e.g. ``effect_rel`` against ``threshold_rel``), a refusal with its topic; the words (``why``,
+``basis``, the sentences) are rendered from the codes by :mod:`kernelscope.wording`, and nothing here or
+downstream decides by them.
 """
 
 from __future__ import annotations
