@@ -87,7 +87,8 @@ class Statement(str):
         return self
 
 
-def topic_order(statements: list[Statement]) -> list[Statement]:
-    """``statements`` by topic (``Topic``'s order), keeping the order within a topic."""
+def topic_order(statements: list[str]) -> list[str]:
+    """``statements`` by topic (``Topic``'s order; a plain string is ``Topic.OTHER``), keeping the order within
+    a topic."""
     order = list(Topic)
-    return sorted(statements, key=lambda s: order.index(s.topic))
+    return sorted(statements, key=lambda s: order.index(getattr(s, "topic", Topic.OTHER)))

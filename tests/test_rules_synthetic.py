@@ -367,5 +367,5 @@ def test_refusals_are_ordered_by_topic(monkeypatch):
     assert [s.topic for s in ordered[:2]] == [Topic.MIXED_RUN, Topic.MISSING]
     assert ordered[0].startswith("Reading every case as one commit's code") and ordered[1].startswith("Anything")
     assert all(s.topic == Topic.OTHER for s in ordered[2:])
-    mixed = [Statement("b", Topic.OTHER), Statement("a", Topic.INTERPRETER), Statement("c", Topic.OTHER)]
-    assert topic_order(mixed) == ["a", "b", "c"]
+    mixed = [Statement("b", Topic.OTHER), "c", Statement("a", Topic.INTERPRETER), Statement("d", Topic.OTHER)]
+    assert topic_order(mixed) == ["a", "b", "c", "d"]
