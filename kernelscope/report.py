@@ -20,6 +20,7 @@ import pandas as pd
 from kernelscope import bases, claims, plots, records, results, rundata, scores
 from kernelscope.document import bullets, figure, kv, render, table, text
 from kernelscope.fingerprint import fingerprint
+from kernelscope.verdicts import Basis, Statement, Topic, topic_order
 
 #: the answer section's refusals: the few that change how the whole report is read (the rest: appendix)
 MAIN_REFUSALS = 6
@@ -445,14 +446,18 @@ def _no_ratio(data: dict[str, Any], ok: pd.DataFrame, kernel: str) -> str:
     return f"{timed} of {planned} cases timed; no Triton variant that passed the gate was timed beside a baseline"
 
 
-def _reference_refusals(data: dict[str, Any]) -> list[str]:
+def _reference_refusals(data: dict[str, Any]) -> list[Statement]:
     """The cases whose fp64 reference raised: the kernel declaration's fault, so no implementation of them
     was checked or timed (each implementation's record says ``reference_error``)."""
     return [
-        f"Anything about {len(faulted)} {kernel} case(s) ({', '.join(c['shape'] + ' ' + c['dtype'] for c in faulted)}):"
-        f" {faulted[0]['correctness']['reference_error']}, so no implementation or negative control was checked "
-        f"there and none was timed; the fault is in the reference() of kernels/{kernel}.py, not in its "
-        "implementations."
+        Statement(
+            f"Anything about {len(faulted)} {kernel} case(s) "
+            f"({', '.join(c['shape'] + ' ' + c['dtype'] for c in faulted)}):"
+            f" {faulted[0]['correctness']['reference_error']}, so no implementation or negative control was checked "
+            f"there and none was timed; the fault is in the reference() of kernels/{kernel}.py, not in its "
+            "implementations.",
+            Topic.MISSING,
+        )
         for kernel, faulted in rundata.reference_faults(data).items()
     ]
 
@@ -484,20 +489,6 @@ def _targets_section(target_df: pd.DataFrame) -> dict[str, Any] | None:
     }
 
 
-def _refusal_order(refusals: list[str]) -> list[str]:
-    """The refusals that change how the whole report is read first (interpreter, several commits or cards,
-    gate failures, missing cases), then the rest."""
-    keys = (
-        "Any performance comparison",
-        "Reading every case",
-        "Anything about",
-        "Any timing of",
-        "The correctness verdicts",
-        "Clock-clean",
-    )
-    return sorted(refusals, key=lambda r: next((i for i, k in enumerate(keys) if r.startswith(k)), len(keys)))
-
-
 def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
     def sel(df: pd.DataFrame) -> pd.DataFrame:
         if df.empty:
@@ -525,11 +516,8 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
     )
     claim_df = sel(tbl["claims"])
     if not claim_df.empty:
-        graph = claim_df["basis"].astype(str).str.startswith("CUDA-graph")
-        claim_df = claim_df.assign(
-            basis=claim_df["basis"].where(~graph, "graph replay¹"),
-            note=[str(w).replace(f"; {claims.GRAPH_BASIS_REASON}", "") for w in claim_df["why"]],
-        )
+        graph = claim_df["basis_key"] == Basis.GRAPH
+        claim_df = claim_df.assign(basis=claim_df["basis"].where(~graph, "graph replay¹"))
         blocks.append(
             table(
                 claim_df,
@@ -780,7 +768,8 @@ def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> d
         else None
     )
     verdict = claims.statements(data, tbl)
-    refusals = _refusal_order(_reference_refusals(data) + verdict["does_not_support"])
+    # those that change how the whole report is read first (verdicts.Topic's order), then the rest
+    refusals = topic_order(_reference_refusals(data) + verdict["does_not_support"])
     ratios = scores.best_ratios(data, tbl) if not specs["interpreter"] else scores.best_ratios(data, tbl).iloc[0:0]
     target_df = scores.targets(data, tbl) if not specs["interpreter"] else pd.DataFrame()
     sections = [_answer_section(data, tbl, ratios, target_df, refusals, out)]
@@ -815,7 +804,7 @@ def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> d
         if extra:
             sections.append(extra)
     claim_df = tbl["claims"]
-    graph_note = bool(len(claim_df)) and claim_df["basis"].astype(str).str.startswith("CUDA-graph").any()
+    graph_note = bool(len(claim_df)) and (claim_df["basis_key"] == Basis.GRAPH).any()
     sections.append(
         {
             "title": "Appendix: what this report supports / does not support",

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import claims, runsummary
+from kernelscope import claims, runsummary, wording
 from kernelscope import results as results_io
 from kernelscope.records import (  # noqa: F401 - rundata.case_commits etc., as the report and compare call them
     capped_measurements,
@@ -251,18 +251,25 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
                                 "a",
                                 "b",
                                 "verdict",
-                                "basis",
-                                "why",
+                                "basis_key",
+                                "reason",
+                                "effect_rel",
                                 "rel_diff",
                                 "mannwhitney_p",
                                 "aa_floor_rel",
                                 "median_a_us",
                                 "median_b_us",
+                                "basis",
+                                "why",
                             )
                         },
+                        "floor_rel": c.get("threshold_rel"),
                         "speedup": (c["median_b_us"] / c["median_a_us"] if c.get("median_a_us") else None),
-                        "sentence": claims.sentence(c),
-                        "sentence_noted": claims.sentence(c, "¹"),
+                        # the views, rendered from the codes (kernelscope.wording); nothing reads them back
+                        "why_noted": wording.why(c, "¹"),
+                        "note": wording.note(c),
+                        "sentence": wording.sentence(c),
+                        "sentence_noted": wording.sentence(c, "¹"),
                     }
                 )
         for sw in case["sweeps"]:

@@ -28,6 +28,7 @@ from standin_device import SHAPE, StandinDevice, sampling_settings
 
 from kernelscope import claims, devicetime, reruns, sweep
 from kernelscope.spec import Implementation, KernelSpec, Tolerance
+from kernelscope.verdicts import Basis
 
 standin_cuda = standin_device.standin_cuda
 
@@ -102,7 +103,7 @@ def test_device_basis_is_used_and_floored():
     # events say the Triton kernel is 30 % slower (host launch path); device time says 10 % faster
     a, b = _rec("triton_x", "triton", 13.0, 9.0), _rec("torch", "eager", 10.0, 10.0)
     claim = claims.compare(a, b, 0.001, interpreter=False, calibration=CALIBRATION, aa_device={"device": 0.002})
-    assert claim["verdict"] == claims.FASTER and claim["basis"] == claims.DEVICE_BASIS
+    assert claim["verdict"] == claims.FASTER and claim["basis_key"] == Basis.DEVICE
     assert claim["median_a_us"] == pytest.approx(9.0)
     floor = claim["rerun_floor"]
     assert floor["rel"] == pytest.approx(math.hypot(0.03, 0.04)) and floor["trials"] == 3
@@ -147,7 +148,7 @@ def test_sustained_basis_and_regime():
     # the same direction in both regimes: a claim on the sustained samples
     a2 = _rec("triton_x", "triton", 1500, 1400, sustained_us=1450)
     agree = claims.compare(a2, b, 0.0, False, calibration=cal)
-    assert agree["verdict"] == claims.FASTER and agree["basis"] == claims.SUSTAINED_BASIS
+    assert agree["verdict"] == claims.FASTER and agree["basis_key"] == Basis.SUSTAINED
     assert agree["median_a_us"] == pytest.approx(1450)
 
 
