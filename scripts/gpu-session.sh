@@ -11,12 +11,16 @@
 #       one independent run per label, all at once on the host's first card (they share its lock, so
 #       their samples never overlap), --cores (nproc / number of labels): reruns in separate processes
 #
-# Extra Snakemake arguments go in SNAKEMAKE_ARGS. Runs stop at LIMIT_S (SIGINT) and resume when the script
+# Extra Snakemake arguments go in SNAKEMAKE_ARGS, extra config entries (key=value ...) in SNAKEMAKE_CONFIG: a
+# second --config would replace the label (Snakemake keeps the last one). Runs stop at LIMIT_S (SIGINT) and resume when the script
 # is started again on the same machine (results/ stays; Snakemake reruns incomplete jobs). Each run's
 # results, reports and logs are packed into OUT/<label>.tar.gz.
 set -uo pipefail
 out=${1:?out dir}; limit=${2:?time limit in seconds}; mode=${3:?per-card or all-cards}; shift 3
 labels=("$@")
+case " ${SNAKEMAKE_ARGS:-} " in
+  *" --config "*|*" -C "*) echo "put config entries in SNAKEMAKE_CONFIG, not --config in SNAKEMAKE_ARGS" >&2; exit 2 ;;
+esac
 [ ${#labels[@]} -gt 0 ] || { echo "name at least one run label" >&2; exit 2; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
@@ -34,9 +38,10 @@ run() {  # label cores [card]
   # report satisfies the target and nothing runs)
   [ -d "$dir/results/$label" ] || rm -rf "$dir/reports/$label"
   (cd "$dir" && ${card:+env CUDA_VISIBLE_DEVICES=$card} timeout --signal=INT "$limit" \
-     python3 -m snakemake --cores "$cores" --config label="$label" ${SNAKEMAKE_ARGS:-} \
+     python3 -m snakemake --cores "$cores" ${SNAKEMAKE_ARGS:-} --config label="$label" ${SNAKEMAKE_CONFIG:-} \
      > "$out/snakemake-$label.log" 2>&1
    echo "$label: snakemake exit $? after $SECONDS s (card ${card:-all})"
+   [ -d "results/$label" ] || echo "$label: no results/$label: the run wrote its results elsewhere" >&2
    tar czf "$out/$label.tar.gz" "results/$label" "reports/$label" "logs/$label" 2>/dev/null)
 }
 SECONDS=0
