@@ -33,3 +33,43 @@ def compiled(fn: Callable[..., torch.Tensor], *args: torch.Tensor) -> Callable[[
     torch._dynamo.reset()
     compiled_fn = torch.compile(fn, dynamic=False, fullgraph=True)
     return lambda: compiled_fn(*args)
+
+
+def _loaded_inductor_modules() -> list:
+    """The modules Inductor's code cache has loaded in this process (a list or a dict, by torch release)."""
+    try:
+        from torch._inductor.codecache import PyCodeCache
+    except ImportError:  # no Inductor in this torch
+        return []
+    for name in ("modules", "cache"):
+        held = getattr(PyCodeCache, name, None)
+        if isinstance(held, dict):
+            return list(held.values())
+        if isinstance(held, list | tuple):
+            return list(held)
+    return []
+
+
+def _launcher_text(config) -> str:
+    kwargs = getattr(config, "kwargs", None) or {}
+    parts = [f"{k}={v}" for k, v in sorted(kwargs.items())]
+    parts += [f"{k}={getattr(config, k)}" for k in ("num_warps", "num_stages") if getattr(config, k, None) is not None]
+    return ", ".join(parts)
+
+
+def inductor_choices(modules: list | None = None) -> dict[str, str]:
+    """Kernel name -> the launch config Inductor runs it with, for every Triton kernel of ``modules`` (default:
+    every module Inductor loaded in this process). Inductor benchmarks a pointwise kernel's candidate configs at
+    its first call and keeps the fastest, so two processes can run one kernel of one name at different configs
+    (docs/timing-basis.md); a kernel still holding several candidates reads "N candidates"."""
+    out: dict[str, str] = {}
+    for module in _loaded_inductor_modules() if modules is None else modules:
+        for name, obj in sorted(vars(module).items()):
+            launchers = getattr(obj, "launchers", None)
+            if not isinstance(launchers, list) or not launchers:
+                continue
+            if len(launchers) == 1:
+                out[name] = _launcher_text(getattr(launchers[0], "config", None))
+            else:
+                out[name] = f"{len(launchers)} candidates"
+    return out

@@ -30,7 +30,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import claims, results, rundata, wording
+from kernelscope import claims, records, results, rundata, wording
 from kernelscope.document import bullets, render, table, text
 from kernelscope.fingerprint import fingerprint
 from kernelscope.verdicts import RESOLVED, Reason, Verdict
@@ -221,8 +221,8 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None =
                 "implementation": name,
                 "a_us": rec_a.get("median_us"),
                 "b_us": rec_b.get("median_us"),
-                "config_a": rec_a.get("config") or {},
-                "config_b": rec_b.get("config") or {},
+                "config_a": records.launch_config(rec_a),
+                "config_b": records.launch_config(rec_b),
                 "kernel_source": "changed" if code_changed else "same",
                 "kind": rec_b.get("kind") or rec_a.get("kind"),
             }

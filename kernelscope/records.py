@@ -92,3 +92,12 @@ def case_cards(data: dict[str, Any]) -> dict[str, int]:
     """Timed cases per physical GPU (NVML UUID in each timing record). A resumed run can hold cases timed on
     different cards of one model."""
     return _timed_cases_by(data, case_card)
+
+
+def launch_config(rec: dict[str, Any]) -> dict[str, Any]:
+    """What an implementation's record ran at: a Triton variant's config (its sweep's choice), and for a
+    ``torch.compile`` baseline the config Inductor chose for each of its kernels (``compiled_config``, tuned
+    at the first call of each process). Two runs of one implementation at different launch configs ran two
+    kernels, not one measured twice."""
+    compiled = {f"inductor {k}": v for k, v in (rec.get("compiled_config") or {}).items()}
+    return {**(rec.get("config") or {}), **compiled}

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelscope import results
+from kernelscope import records, results
 
 BASES = ("device", "device_span", "event", "graph", "sustained")
 #: upper edges (µs) of the size classes; the last class is open
@@ -76,7 +76,7 @@ def _medians(run: Path) -> dict[tuple[str, ...], dict[str, float]]:
             if meds:
                 out[key] = {
                     **meds,
-                    "config": json.dumps(rec.get("config") or {}, sort_keys=True),
+                    "config": json.dumps(records.launch_config(rec), sort_keys=True),
                     "kind": rec.get("kind") or "unknown",
                 }
     return out
@@ -86,7 +86,8 @@ def observations(runs: Mapping[str, Path]) -> list[dict[str, Any]]:
     """One row per implementation, basis and pair of runs that both timed it at the same launch config: the
     two medians and their relative difference; its size class is that of the device-time median (the same
     class on every basis). A Triton variant whose sweeps chose different configs in the two runs is left
-    out: that difference is the sweep's, and comparisons name it as such."""
+    out (that difference is the sweep's, and comparisons name it as such), and so is a torch.compile
+    baseline whose processes ran Inductor's kernels at different configs (``records.launch_config``)."""
     medians = {label: _medians(path) for label, path in runs.items()}
     rows = []
     for (la, ma), (lb, mb) in itertools.combinations(medians.items(), 2):

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from kernelscope import claims, clocks, faults, gpus, runtime, stats, timing
+from kernelscope import baselines, claims, clocks, faults, gpus, runtime, stats, timing
 from kernelscope.spec import Implementation, KernelSpec, Shape
 
 
@@ -60,8 +60,12 @@ class _Prepared:
             with torch.no_grad():
                 if impl.kind == "triton":  # a baseline's closure would run its kernels for real
                     self.rec["compile_ms"] = timing.compile_only(fn)
+                loaded = {id(m) for m in baselines._loaded_inductor_modules()}
                 with gpus.shared(f"first call {impl.name}"), faults.bounded(impl.name):
                     self.rec["first_call_ms"] = timing.first_call(fn)
+                if impl.kind == "compile":  # the configs Inductor chose at that call (tuned per process)
+                    new = [m for m in baselines._loaded_inductor_modules() if id(m) not in loaded]
+                    self.rec["compiled_config"] = baselines.inductor_choices(new or None)
             self.fn = fn
         except Exception as exc:  # a failing implementation is recorded; the others still run
             self.rec = _error(self.rec, exc)

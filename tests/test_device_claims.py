@@ -8,7 +8,8 @@ ranking by device time (issue 21). Each test names the planted bug it caught whe
   burst/sustained verdicts reported as a plain claim.
 - launch_bound_needs_a_host_bound_record: a record starved by late launches called launch-bound however far
   its device time is above its host launch cost.
-- rerun observations / floors: a pair of runs whose sweeps chose different configs counted as a rerun;
+- rerun observations / floors: a pair of runs whose sweeps chose different configs counted as a rerun (or
+  whose processes ran Inductor's kernel at different configs);
   kinds pooled; the pair floor as the larger side instead of the quadrature sum; a size class edge off by one.
 - sweep_ranks_by_device_time: the sweep ranking configs by event medians; event samples taken although device
   time ran; no event fallback where CUPTI fails.
@@ -18,6 +19,7 @@ ranking by device time (issue 21). Each test names the planted bug it caught whe
 """
 
 import contextlib
+import dataclasses
 import json
 import math
 
@@ -184,7 +186,8 @@ def test_rerun_observations_skip_changed_configs_and_group_by_kind(tmp_path):
         [
             _rec("torch", "eager", 10, 10.0),
             _rec("tri", "triton", 8, 8.0, config={"w": 4}),
-            _rec("tc", "compile", 8, 8.0),
+            _rec("tc", "compile", 8, 8.0, compiled_config={"k0": "XBLOCK=256, num_warps=4"}),
+            _rec("tc2", "compile", 8, 8.0, compiled_config={"k0": "XBLOCK=256, num_warps=4"}),
         ],
     )
     r2 = _run(
@@ -193,12 +196,14 @@ def test_rerun_observations_skip_changed_configs_and_group_by_kind(tmp_path):
         [
             _rec("torch", "eager", 10, 10.2),
             _rec("tri", "triton", 8, 6.0, config={"w": 8}),
-            _rec("tc", "compile", 8, 8.8),
+            _rec("tc", "compile", 8, 8.8, compiled_config={"k0": "XBLOCK=256, num_warps=4"}),
+            _rec("tc2", "compile", 8, 12.0, compiled_config={"k0": "XBLOCK=1024, num_warps=4"}),
         ],
     )
     rows = reruns.observations({"r1": r1, "r2": r2})
     device = {r["implementation"]: r for r in rows if r["basis"] == "device"}
-    assert set(device) == {"torch", "tc"}  # tri's sweeps chose different configs: not a rerun
+    # tri's sweeps chose different configs, tc2's processes compiled its kernel at different configs: no rerun
+    assert set(device) == {"torch", "tc"}
     assert device["torch"]["rel_diff"] == pytest.approx(0.02) and device["tc"]["rel_diff"] == pytest.approx(0.1)
     summary = {(s["basis"], s["kind"]): s for s in reruns.summarise(rows)}
     assert summary[("device", "eager")]["p95_rel"] == pytest.approx(0.02)
@@ -310,3 +315,64 @@ def test_sweep_starts_the_profiler_before_taking_the_gpu(standin_cuda: StandinDe
     assert doc["variants"][0]["best"]["config"] == {"c": "a"}
     # CUPTI's start (no device work, no lock), the delimiter's first run (shared), then one per config
     assert sessions == [[], ["shared"], ["exclusive"], ["exclusive"]]
+
+
+def test_inductor_choices_name_each_kernels_config():
+    import types
+
+    from kernelscope import baselines
+
+    def launcher(**kw):
+        return types.SimpleNamespace(config=types.SimpleNamespace(kwargs=kw, num_warps=4, num_stages=1))
+
+    module = types.SimpleNamespace(
+        triton_poi_fused_add_silu_0=types.SimpleNamespace(launchers=[launcher(XBLOCK=1024)]),
+        triton_red_fused_1=types.SimpleNamespace(launchers=[launcher(XBLOCK=1), launcher(XBLOCK=8)]),
+        helper=types.SimpleNamespace(launchers=[]),
+        call=lambda: None,
+    )
+    assert baselines.inductor_choices([module]) == {
+        "triton_poi_fused_add_silu_0": "XBLOCK=1024, num_warps=4, num_stages=1",
+        "triton_red_fused_1": "2 candidates",
+    }
+    assert isinstance(baselines._loaded_inductor_modules(), list)  # this torch's code cache, by feature
+
+
+def test_time_case_records_inductors_choice_for_compile_only(standin_cuda: StandinDevice, monkeypatch):
+    import types
+
+    from kernelscope import baselines, timing_stage
+
+    chosen = types.SimpleNamespace(
+        k0=types.SimpleNamespace(
+            launchers=[types.SimpleNamespace(config=types.SimpleNamespace(kwargs={"XBLOCK": 256}, num_warps=8))]
+        )
+    )
+    earlier = types.SimpleNamespace(k_old=chosen.k0)  # a module of an earlier compile in the process
+    loaded = [earlier]
+
+    def first_call(fn):  # the compile's first call loads its module into Inductor's cache
+        if fn is compile_fn:
+            loaded.append(chosen)
+        fn()
+        return 0.1
+
+    monkeypatch.setattr(baselines, "_loaded_inductor_modules", lambda: list(loaded))
+    monkeypatch.setattr(timing_stage.timing, "first_call", first_call)
+    spec = standin_device.standin_spec(standin_cuda, 10.0)
+    compile_fn = None
+
+    def capturing(impl):
+        def prepare(inputs, out, config):
+            nonlocal compile_fn
+            fn = impl.prepare(inputs, out, config)
+            if impl.kind == "compile":
+                compile_fn = fn
+            return fn
+
+        return dataclasses.replace(impl, prepare=prepare)
+
+    inputs = spec.make_inputs(SHAPE, torch.float32, torch.device("cpu"), 0)
+    recs = {i.kind: timing_stage._Prepared(spec, capturing(i), inputs, {}).rec for i in spec.implementations}
+    assert recs["compile"]["compiled_config"] == {"k0": "XBLOCK=256, num_warps=8"}  # only the new module's
+    assert "compiled_config" not in recs["eager"] and "compiled_config" not in recs["triton"]
