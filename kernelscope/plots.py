@@ -66,7 +66,7 @@ def headline_figure(rows: pd.DataFrame) -> tuple[Any, Any, dict[str, str]]:
     speedup, ci_low, ci_high, basis, verdict, best_triton, baseline), cases grouped by kernel along x, a log
     y axis; the figure, its axes and the tooltip of each point (gid → text)."""
     kernels = list(dict.fromkeys(rows["kernel"]))
-    fig, ax = plt.subplots(figsize=(11, 2.7))
+    fig, ax = plt.subplots(figsize=(11, 2.4))
     titles: dict[str, str] = {}
     x, centres = 0, []
     for k, kernel in enumerate(kernels):
@@ -105,9 +105,7 @@ def headline_figure(rows: pd.DataFrame) -> tuple[Any, Any, dict[str, str]]:
     )
     ax.grid(True, axis="y", which="both", alpha=0.3)
     ax.legend(
-        handles=[
-            plt.Line2D([], [], ls="", marker="o", color=c, label=v) for v, c in VERDICT_COLOURS.items()
-        ]
+        handles=[plt.Line2D([], [], ls="", marker="o", color=c, label=v) for v, c in VERDICT_COLOURS.items()]
         + [plt.Line2D([], [], ls="", marker="o", color=OTHER_COLOUR, label="other verdict")],
         fontsize=7,
         loc="lower left",

@@ -444,7 +444,8 @@ def _answer_section(
     notes = [
         "Speedup = baseline time / best Triton variant's time (above 1: Triton faster), per case on the claim "
         f"rules' basis ({basis_note}); per-case ratios with 95 % CIs are in the figure above and on each "
-        "kernel's page. Verdicts: Mann–Whitney and A/A-floor rules (Method). Throttled: share of the kernel's timed samples taken while throttled or below the steady clock. Reproduced: "
+        "kernel's page. Verdicts: Mann–Whitney and A/A-floor rules (Method). Throttled: share of the kernel's "
+        "timed samples taken while throttled or below the steady clock. Reproduced: "
         "timings with no difference resolved in the comparison named in brackets (the last, by name, of this "
         "report's comparisons that compared the runs), of those measured in both runs."
     ]
