@@ -21,6 +21,7 @@ import matplotlib.ticker
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - after the backend is chosen
 import pandas as pd  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
 from kernelscope import results  # noqa: E402
 
@@ -163,6 +164,8 @@ def speedup(ratios: pd.DataFrame, kernel: str, path: Path) -> bool:
     return _save(fig, path)
 
 
+#: dtype names as roofline labels write them
+SHORT_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
 #: where a roofline label may sit around its point (offset in points, alignment), tried in this order
 LABEL_SPOTS = [
     ((4, 3), "left", "bottom"),
@@ -176,7 +179,7 @@ LABEL_SPOTS = [
 
 def place_labels(ax: Any, candidates: list[tuple[float, float, str, Any]], avoid: list[Any] = ()) -> list[Any]:
     """Greedy placement: each candidate (x, y, text, colour) in turn at the first of ``LABEL_SPOTS`` whose box lies
-    inside the axes and overlaps no label already placed nor a box of ``avoid``; a candidate with no such spot
+    inside the axes and overlaps no label already placed nor a box of ``avoid`` (display coordinates); a candidate with no such spot
     gets no label (its point keeps its tooltip). The figure's layout must be final. Returns the placed texts."""
     renderer = ax.figure.canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
@@ -202,7 +205,7 @@ def roofline_figure(
 ) -> tuple[Any, Any, dict[str, str], list[Any]] | None:
     """Arithmetic intensity against achieved throughput, the measured ceilings as the roof: colour is the
     kernel, marker the implementation; every point has a tooltip (gid → text) and each case's fastest point a
-    label (its shape and dtype, in the kernel's colour) where it collides with nothing. The figure, its axes,
+    label (its shape and dtype, in the kernel's colour) where it covers no other label, point or the legend. The figure, its axes,
     the tooltips and the placed labels; None when no record has a throughput."""
     ok = timing[(timing["status"] == "ok") & (timing["block"] != "A2")] if "status" in timing else timing.iloc[0:0]
     ok = ok[ok["tflops"] > 0] if not ok.empty else ok
@@ -267,12 +270,16 @@ def roofline_figure(
         (
             r["intensity_flop_per_byte"],
             r["tflops"],
-            f"{r['shape']} {r['dtype'][:4]}",
+            f"{r['shape']} {SHORT_DTYPES.get(r['dtype'], r['dtype'])}",
             COLOURS[kernels.index(r["kernel"]) % len(COLOURS)],
         )
         for _, r in best.sort_values("tflops", ascending=False).iterrows()
     ]
-    labels = place_labels(ax, candidates, avoid=[legend.get_window_extent(fig.canvas.get_renderer())])
+    # a label covers neither the legend nor any point (a marker's box: its size in pixels around its centre)
+    half = 4.5 * fig.dpi / 72 / 2
+    points = ax.transData.transform(ok[["intensity_flop_per_byte", "tflops"]].to_numpy(dtype=float))
+    marks = [Bbox.from_extents(x - half, y - half, x + half, y + half) for x, y in points]
+    labels = place_labels(ax, candidates, avoid=[legend.get_window_extent(fig.canvas.get_renderer()), *marks])
     return fig, ax, titles, labels
 
 

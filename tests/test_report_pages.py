@@ -5,7 +5,8 @@ Planted bugs each test caught when it was written (then reverted):
 - first_page_fits: the kernels' case sections left on the first page (over 5,000 lines);
 - kernel pages linked both ways: the back link dropped from the kernel pages;
 - headline values: the headline drawn against every baseline, not the primary one;
-- labels never collide: the overlap check in ``plots.place_labels`` skipped;
+- labels never collide: the overlap check in ``plots.place_labels`` skipped; the points left out of what
+  labels must avoid;
 - tooltips: ``plots.with_titles`` given no titles.
 """
 
@@ -144,6 +145,9 @@ def test_roofline_labels_never_collide(tmp_path):
     for a, b in combinations(boxes, 2):
         assert not a.overlaps(b), (a, b)
     assert 3 <= len(labels) < 60  # some labels fit, the cluster does not get all of them
+    timing = _bunched()
+    for x, y in ax.transData.transform(timing[["intensity_flop_per_byte", "tflops"]].to_numpy(dtype=float)):
+        assert not any(b.contains(x, y) for b in boxes), (x, y)  # no label covers a point's centre
     frame = ax.get_window_extent(renderer)
     assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in boxes)
     plots.plt.close(fig)
