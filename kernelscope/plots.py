@@ -178,9 +178,10 @@ LABEL_SPOTS = [
 
 
 def place_labels(ax: Any, candidates: list[tuple[float, float, str, Any]], avoid: list[Any] = ()) -> list[Any]:
-    """Greedy placement: each candidate (x, y, text, colour) in turn at the first of ``LABEL_SPOTS`` whose box lies
-    inside the axes and overlaps no label already placed nor a box of ``avoid`` (display coordinates); a candidate with no such spot
-    gets no label (its point keeps its tooltip). The figure's layout must be final. Returns the placed texts."""
+    """Greedy placement: each candidate (x, y, text, colour) in turn at the first of ``LABEL_SPOTS`` whose box
+    lies inside the axes and overlaps no label already placed nor a box of ``avoid`` (display coordinates); a
+    candidate with no such spot gets no label (its point keeps its tooltip). The figure's layout must be final.
+    Returns the placed texts."""
     renderer = ax.figure.canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
     taken = list(avoid)
@@ -205,8 +206,8 @@ def roofline_figure(
 ) -> tuple[Any, Any, dict[str, str], list[Any]] | None:
     """Arithmetic intensity against achieved throughput, the measured ceilings as the roof: colour is the
     kernel, marker the implementation; every point has a tooltip (gid → text) and each case's fastest point a
-    label (its shape and dtype, in the kernel's colour) where it covers no other label, point or the legend. The figure, its axes,
-    the tooltips and the placed labels; None when no record has a throughput."""
+    label (its shape and dtype, in the kernel's colour) where it covers no other label, no point and not the
+    legend. The figure, its axes, the tooltips and the placed labels; None when no record has a throughput."""
     ok = timing[(timing["status"] == "ok") & (timing["block"] != "A2")] if "status" in timing else timing.iloc[0:0]
     ok = ok[ok["tflops"] > 0] if not ok.empty else ok
     if ok.empty:
