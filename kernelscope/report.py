@@ -748,7 +748,26 @@ def _kernel_blocks(
         for i in spec.negative_controls
         if not recorded or i.name in recorded
     ]
+    figures = {}
+    for plot, written, alt in (
+        (
+            "speedup",
+            plots.speedup(ratios, name, out / "plots" / f"speedup-{name}.svg"),
+            "speedup of the best Triton variant per case, with 95 % CIs",
+        ),
+        (
+            "sweep",
+            plots.sweep_spread(tbl["sweep"], name, out / "plots" / f"sweep-{name}.svg"),
+            "launch-config sweep spread per variant and case",
+        ),
+    ):
+        if written:
+            path = out / "plots" / f"{plot}-{name}.svg"
+            figures[plot] = figure(path, f"../plots/{plot}-{name}.svg", f"{name}: {alt}")
+    # the picture first, then its numbers
     blocks = [text(spec.description), bullets(impls + controls)]
+    if "speedup" in figures:
+        blocks.append(figures["speedup"])
     kr = ratios[ratios["kernel"] == name] if not ratios.empty else ratios
     if not kr.empty:
         blocks.append(
@@ -767,21 +786,8 @@ def _kernel_blocks(
                 notes=["ratio: baseline time / best Triton time [95 % CI]; ᵍ by graph replay (no CI)."],
             )
         )
-    drawn = (
-        (
-            "speedup",
-            plots.speedup(ratios, name, out / "plots" / f"speedup-{name}.svg"),
-            "speedup of the best Triton variant per case, with 95 % CIs",
-        ),
-        (
-            "sweep",
-            plots.sweep_spread(tbl["sweep"], name, out / "plots" / f"sweep-{name}.svg"),
-            "launch-config sweep spread per variant and case",
-        ),
-    )
-    for plot, written, alt in drawn:
-        if written:
-            blocks.append(figure(out / "plots" / f"{plot}-{name}.svg", f"../plots/{plot}-{name}.svg", f"{name}: {alt}"))
+    if "sweep" in figures:
+        blocks.append(figures["sweep"])
     return blocks
 
 
