@@ -11,14 +11,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernelscope import claims, rundata
+from kernelscope import claims, rundata, wording
 from kernelscope.document import bullets, table, text
+from kernelscope.verdicts import Basis
 
 #: every basis a timing record can carry: (record key, name, what it measures, what the report uses it for)
 BASES = [
     (
         "device",
-        claims.DEVICE_BASIS,
+        wording.BASIS_NAMES[Basis.DEVICE],
         "per call, the sum of the durations of the kernels, memsets and copies the call ran, from CUPTI's "
         "activity records (the GPU's own timestamps), with the L2 flushed before each call; the flush is a "
         "kernel of kernelscope's own and is left out. The span (first start to last end) is kept beside it",
@@ -26,7 +27,7 @@ BASES = [
     ),
     (
         "sustained",
-        claims.SUSTAINED_BASIS,
+        wording.BASIS_NAMES[Basis.SUSTAINED],
         "the same, after half a second of back-to-back calls and with no idle between samples: the clock "
         "a power-bound kernel settles at under continuous use",
         "device-speed claims for kernels of 1 ms and more; burst and sustained disagreeing is reported as such",

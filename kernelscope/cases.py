@@ -36,18 +36,18 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kernelscope import catalog
+import yaml
 
-INTERPRETER_KEY = "cpu-interpreter"
-#: ``device: any-gpu``: a GPU plan for whichever CUDA device each job lands on (recorded per case)
-ANY_GPU = "any-gpu"
+from kernelscope import catalog, results
+from kernelscope.naming import ANY_GPU, INTERPRETER_KEY, shape_id, slug  # noqa: F401 - cases.ANY_GPU etc. for callers
+
 #: GPU memory of the devices the planner knows by key, in GiB (nvidia-smi's memory.total); other GPUs are
 #: checked only when the config gives ``device_memory_gib``, an interpreter run against the host's memory
 KNOWN_MEMORY_GIB = {
@@ -56,6 +56,8 @@ KNOWN_MEMORY_GIB = {
     "nvidia-a100-sxm4-80gb": 81920 / 1024,
     "nvidia-a100-sxm4-40gb": 40960 / 1024,
 }
+#: the config's schema: the one source of the timing settings' defaults (``definitions.timing``)
+CONFIG_SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
 #: timing settings whose lower bound must not exceed their upper bound
 ORDERED_SETTINGS = (("min_samples", "max_samples"), ("min_time_s", "max_time_s"))
 
@@ -108,11 +110,6 @@ def job_digests(doc: Mapping[str, Any]) -> dict[str, str]:
     settings = {k: v for k, v in doc.items() if k not in PLAN_WIDE}
     digests = {f"{c['kernel']}/{c['dtype']}/{c['shape']}": _digest({**settings, "case": c}) for c in doc["cases"]}
     return {**digests, "calibration": _digest({k: doc.get(k) for k in CALIBRATION_READS})}
-
-
-def slug(name: str) -> str:
-    """``'NVIDIA H200'`` -> ``'nvidia-h200'``: a path-safe device key."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def host_device_key() -> str:
@@ -327,6 +324,20 @@ def check_timing(config: Mapping[str, Any]) -> None:
                 )
 
 
+@cache
+def timing_defaults() -> dict[str, Any]:
+    """Every timing setting's default, from the config schema (``definitions.timing``)."""
+    schema = yaml.safe_load(CONFIG_SCHEMA.read_text())
+    return {k: v["default"] for k, v in schema["definitions"]["timing"]["properties"].items() if "default" in v}
+
+
+def resolved_timing(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A timing block of the config with every setting it leaves out at its default: what specs.json records,
+    so that two plans of the same settings read the same however their configs spell them, and no reader
+    applies a default of its own."""
+    return {**timing_defaults(), **block}
+
+
 def check_compare_with(config: Mapping[str, Any], key: str, results_root: str | Path = "results") -> list[str]:
     """The runs to compare with: device keys other than this run's, each with a copied ``results/<key>/``
     (its ``specs.json`` at least) under ``results_root``."""
@@ -376,7 +387,7 @@ def specs(config: Mapping[str, Any], key: str) -> dict[str, Any]:
             for dtype in dtypes:
                 case = {
                     "kernel": name,
-                    "shape": catalog.shape_id(shape["params"]),
+                    "shape": shape_id(shape["params"]),
                     "params": dict(shape["params"]),
                     "reason": shape["reason"],
                     "dtype": dtype,
@@ -395,9 +406,9 @@ def specs(config: Mapping[str, Any], key: str) -> dict[str, Any]:
         "shape_set": set_name,
         "config_hash": config_hash(config),
         "seeds": list(config.get("seeds", [0, 1, 2])),
-        "timing": dict(config.get("timing_interpreter" if interpreter else "timing", {})),
+        "timing": resolved_timing(config.get("timing_interpreter" if interpreter else "timing", {})),
         "sweep": {
-            "timing": dict(sweep.get("timing_interpreter" if interpreter else "timing", {})),
+            "timing": resolved_timing(sweep.get("timing_interpreter" if interpreter else "timing", {})),
             "max_configs": sweep.get("max_configs_interpreter" if interpreter else "max_configs"),
             "compile_workers": int(sweep.get("compile_workers", 4)),
         },
@@ -427,11 +438,7 @@ def ncu_selection(value: bool | Sequence[str], cases: Sequence[Mapping[str, Any]
 
 
 def write_specs(config: Mapping[str, Any], key: str, path: str | Path) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_text(json.dumps(specs(config, key), indent=2) + "\n")
-    tmp.replace(target)
+    results.write_text(path, json.dumps(specs(config, key), indent=2) + "\n")
 
 
 def load_case(specs_doc: Mapping[str, Any], kernel: str, shape: str, dtype: str):

@@ -47,13 +47,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from kernelscope import results
+
 PATH = Path(__file__).resolve().parent.parent / "kernels" / "catalog.json"
 REGENERATE = "python -m kernelscope.catalog"
-
-
-def shape_id(params: Mapping[str, int]) -> str:
-    """Path-safe identifier of a shape, e.g. ``M4096_N1000`` (used in result paths and wildcards)."""
-    return "_".join(f"{k}{int(v)}" for k, v in params.items())
 
 
 @cache
@@ -256,9 +253,7 @@ def update_tolerances(path: str | Path, specs: Mapping[str, Any], accept: tuple[
         f"recorded only by `{ACCEPT} <kernel>`, so that it is reviewed in the diff of this file.",
         "kernels": kernels,
     }
-    tmp = Path(path).with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    results.write_text(path, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     return differ
 
 
@@ -281,9 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.out} is stale: the kernel modules changed; run `{REGENERATE}`", file=sys.stderr)
             return 1
         return 0
-    tmp = Path(args.out).with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(args.out)
+    results.write_text(args.out, text)
     from kernelscope import registry
 
     record = Path(args.out).parent / TOLERANCES.name

@@ -13,6 +13,11 @@ Otherwise the verdict is "no difference resolved" (or "not comparable" with the 
 carries the disclosure of flagged (throttled / slow-clock) samples on either side. ``statements`` applies
 these rules and the run-level refusals (interpreter runs, gate failures, capped measurements, runs spread
 over several commits or cards) to a whole run.
+
+A verdict is recorded as codes (:mod:`kernelscope.verdicts`: verdict, basis, reason and the fields the reason
+names, e.g. ``effect_rel`` against ``threshold_rel``), a refusal with its topic; the words (``why``,
+``basis``, the sentences) are rendered from the codes by :mod:`kernelscope.wording`, and nothing here or
+downstream decides by them.
 """
 
 from __future__ import annotations
@@ -21,23 +26,23 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kernelscope import environment, reruns, rundata, stats
+from kernelscope import records, reruns, stats, wording
+from kernelscope.fingerprint import fingerprint
+from kernelscope.verdicts import RESOLVED, Basis, Gate, Reason, Statement, Topic, Verdict
+
+# the sentences are wording's; claims.sentence and claims.config_text stay the names callers use
+from kernelscope.wording import config_text, sentence  # noqa: F401
 
 ALPHA = 0.01
 MIN_EFFECT = 0.01  # a 1 % difference is the smallest we state even with a tighter A/A floor
 #: an event median this many times the CUDA-graph replay time per call is dominated by launch latency
 LAUNCH_BOUND_RATIO = 1.5
 
-FASTER = "faster"
-SLOWER = "slower"
-UNRESOLVED = "no difference resolved"
-NOT_COMPARABLE = "not comparable"
-#: opposite orderings under burst and sustained load: a property of the power regime, not a plain claim
-REGIME_DEPENDENT = "regime-dependent"
-
-#: the bases a device-speed claim is made on, by what each measures (docs/timing-basis.md says why)
-DEVICE_BASIS = "device time (CUPTI kernel timestamps, cold L2)"
-SUSTAINED_BASIS = "device time under sustained load (CUPTI kernel timestamps, cold L2)"
+FASTER = Verdict.FASTER
+SLOWER = Verdict.SLOWER
+UNRESOLVED = Verdict.UNRESOLVED
+NOT_COMPARABLE = Verdict.NOT_COMPARABLE
+REGIME_DEPENDENT = Verdict.REGIME_DEPENDENT
 
 
 def flagged_fraction(rec: Mapping[str, Any]) -> tuple[int, int]:
@@ -49,10 +54,7 @@ def flagged_fraction(rec: Mapping[str, Any]) -> tuple[int, int]:
 #: at most this fraction of samples sits high, so the median moves by at most a few percentiles
 STARVED_LIMIT = 0.05
 #: why a launch-bound pair is compared by graph replay; said once per document (a footnote), not per claim
-GRAPH_BASIS_REASON = (
-    f"compared by CUDA-graph replay because an event median may hold launch gaps (per-sample "
-    f"synchronisation, or over {STARVED_LIMIT:.0%} of its samples launched late)"
-)
+GRAPH_BASIS_REASON = wording.graph_basis_reason(STARVED_LIMIT)
 
 
 def starved_fraction(rec: Mapping[str, Any]) -> float:
@@ -146,23 +148,24 @@ def _device_compare(
     ordering is claimed: the in-job A/A floor cannot see what another process or machine does."""
     va, vb = _basis_view(a, key), _basis_view(b, key)
     floor = rerun_floor(calibration, key, va, vb)
-    claim = compare(va, vb, max(aa_rel or 0.0, floor["rel"] if floor else 0.0), interpreter=False)
-    claim["basis"] = DEVICE_BASIS if key == "device" else SUSTAINED_BASIS
-    claim["basis_key"] = key
+    claim = _event_rules(va, vb, max(aa_rel or 0.0, floor["rel"] if floor else 0.0))
+    claim["basis_key"] = Basis(key)
     claim["rerun_floor"] = floor
-    if floor is None and claim["verdict"] in (FASTER, SLOWER):
+    if floor is None and claim["verdict"] in RESOLVED:
         claim.update(
             verdict=UNRESOLVED,
-            why=f"no rerun calibration for this basis at {reruns.size_class(min(va['median_us'], vb['median_us']))} "
-            "(run the configuration in separate processes or on separate machines and record "
-            "python -m kernelscope.reruns; the in-job A/A floor alone sees one process)",
-        )
-    elif floor is not None:
-        claim["why"] = (
-            f"{claim['why']}; rerun floor {floor['rel']:.1%} ({floor['size_class']}, p95 of at least {floor['n']} "
-            f"rerun differences per kind over {floor['trials']} runs)"
+            reason=Reason.NO_RERUN_CALIBRATION,
+            size_class=reruns.size_class(min(va["median_us"], vb["median_us"])),
         )
     return claim
+
+
+def _rendered(claim: dict[str, Any]) -> dict[str, Any]:
+    """The claim with its views: ``why`` and ``basis`` in words (``wording``), beside the codes."""
+    views = {"why": wording.why(claim)}
+    if claim.get("basis_key"):
+        views["basis"] = wording.BASIS_NAMES[claim["basis_key"]]
+    return {**claim, **views}
 
 
 def compare(
@@ -174,7 +177,9 @@ def compare(
     calibration: Mapping[str, Any] | None = None,
     aa_device: Mapping[str, float | None] | None = None,
 ) -> dict[str, Any]:
-    """Verdict for implementation record ``a`` against ``b`` (timing records of one job).
+    """Verdict for implementation record ``a`` against ``b`` (timing records of one job): the codes
+    (``verdict``, ``basis_key``, ``reason`` and the fields the reason names, ``kernelscope.verdicts``) and their
+    views in words (``why``, ``basis``).
 
     Where both records carry device time (CUPTI kernel timestamps), that is the basis: under sustained load
     where both sides were measured so (long, power-bound kernels), else in the sampling's own regime. An
@@ -187,58 +192,70 @@ def compare(
     When either event median is dominated by launch latency (``launch_bound``), the plain medians rank
     host overheads, not kernels: the comparison then uses both sides' CUDA-graph replay samples (device
     time per call) and says so, or refuses when one side has none."""
+    return _rendered(_judge(a, b, aa_rel, interpreter, aa_graph_rel, calibration, aa_device))
+
+
+def _judge(
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    aa_rel: float | None,
+    interpreter: bool,
+    aa_graph_rel: float | None,
+    calibration: Mapping[str, Any] | None,
+    aa_device: Mapping[str, float | None] | None,
+) -> dict[str, Any]:
+    """``compare``'s codes, without the views."""
     if not interpreter and has_device_time(a) and has_device_time(b):
         aa_device = aa_device or {}
         burst = _device_compare(a, b, "device", aa_device.get("device"), calibration)
         if not (has_device_time(a, "sustained") and has_device_time(b, "sustained")):
             return burst
         sustained = _device_compare(a, b, "sustained", aa_device.get("sustained"), calibration)
-        sustained["burst"] = {k: burst.get(k) for k in ("verdict", "median_a_us", "median_b_us", "why")}
-        if {burst["verdict"], sustained["verdict"]} == {FASTER, SLOWER}:
+        sustained["burst"] = {k: burst.get(k) for k in ("verdict", "median_a_us", "median_b_us")}
+        sustained["burst"]["why"] = wording.why(burst)
+        if {burst["verdict"], sustained["verdict"]} == set(RESOLVED):
             return {
                 **sustained,
                 "verdict": REGIME_DEPENDENT,
-                "why": f"{sustained['verdict']} under sustained load ({sustained['median_a_us']:.1f} vs "
-                f"{sustained['median_b_us']:.1f} µs) but {burst['verdict']} under burst load "
-                f"({burst['median_a_us']:.1f} vs {burst['median_b_us']:.1f} µs): the ordering depends on the power "
-                "regime",
+                "reason": Reason.REGIME_OPPOSITE,
+                "sustained_verdict": sustained["verdict"],
             }
-        if burst["verdict"] != sustained["verdict"]:
-            sustained["why"] = f"{sustained['why']}; under burst load: {burst['verdict']}"
         return sustained
     if not interpreter and a.get("status") == b.get("status") == "ok" and (launch_bound(a) or launch_bound(b)):
-        if all((r.get("graph") or {}).get("status") == "ok" for r in (a, b)):
-            claim = compare(_graph_view(a), _graph_view(b), aa_graph_rel, interpreter)
-            claim["basis"] = "CUDA-graph replay (device time per call)"
-            claim["why"] = f"{claim['why']}; {GRAPH_BASIS_REASON}"
-            return claim
-        late = [r["implementation"] for r in (a, b) if launch_bound(r)]
+        with_graph = sum((r.get("graph") or {}).get("status") == "ok" for r in (a, b))
+        if with_graph == 2:
+            claim = _event_rules(_graph_view(a), _graph_view(b), aa_graph_rel)
+            return {**claim, "basis_key": Basis.GRAPH, "starved_limit": STARVED_LIMIT}
         return {
             "a": a["implementation"],
             "b": b["implementation"],
             "verdict": NOT_COMPARABLE,
-            "why": f"not comparable by device time: the event samples of {' and '.join(late)} may hold host "
-            "launch latency, and "
-            + (
-                "neither side has"
-                if not any((r.get("graph") or {}).get("status") == "ok" for r in (a, b))
-                else "one side has no"
-            )
-            + " CUDA-graph replay timing",
+            "reason": Reason.LAUNCH_BOUND_NO_GRAPH,
+            "launch_bound": [r["implementation"] for r in (a, b) if launch_bound(r)],
+            "graph_sides": with_graph,
         }
-    out: dict[str, Any] = {"a": a["implementation"], "b": b["implementation"], "basis": "event median"}
     if interpreter:
         return {
-            **out,
+            "a": a["implementation"],
+            "b": b["implementation"],
+            "basis_key": Basis.EVENT,
             "verdict": NOT_COMPARABLE,
-            "why": "interpreter timings: Triton ran on the CPU, these numbers say nothing about GPU speed",
+            "reason": Reason.INTERPRETER,
         }
+    return _event_rules(a, b, aa_rel)
+
+
+def _event_rules(a: Mapping[str, Any], b: Mapping[str, Any], aa_rel: float | None) -> dict[str, Any]:
+    """The test and the floor on two records' samples (event medians, or a basis view of them)."""
+    out: dict[str, Any] = {"a": a["implementation"], "b": b["implementation"], "basis_key": Basis.EVENT}
     for rec in (a, b):
         if rec.get("status") != "ok":
+            untimed = {"implementation": rec["implementation"], "status": rec.get("status")}
             return {
                 **out,
                 "verdict": NOT_COMPARABLE,
-                "why": f"{rec['implementation']} has no valid timing ({rec.get('status')}: {rec.get('reason', '')})",
+                "reason": Reason.UNTIMED,
+                "untimed": {**untimed, "reason": rec.get("reason", "")},
             }
     cmp = stats.compare_samples(a["samples_us"], b["samples_us"])
     floor = max(aa_rel if aa_rel is not None and math.isfinite(aa_rel) else 0.0, MIN_EFFECT)
@@ -247,28 +264,17 @@ def compare(
     out.update(cmp)
     out["aa_floor_rel"] = aa_rel
     out["threshold_rel"] = floor
+    out["effect_rel"] = abs(cmp["rel_diff"])
+    out["alpha"] = ALPHA
+    out["min_samples"] = stats.MIN_SAMPLES_FOR_TEST
     out["flagged"] = {a["implementation"]: [fa, na], b["implementation"]: [fb, nb]}
     if not cmp["testable"]:
-        return {
-            **out,
-            "verdict": UNRESOLVED,
-            "why": f"too few samples for the test ({cmp['n_a']} and {cmp['n_b']}; need {stats.MIN_SAMPLES_FOR_TEST})",
-        }
+        return {**out, "verdict": UNRESOLVED, "reason": Reason.TOO_FEW_SAMPLES}
     if cmp["mannwhitney_p"] >= ALPHA:
-        return {**out, "verdict": UNRESOLVED, "why": f"Mann-Whitney p = {cmp['mannwhitney_p']:.2g} >= {ALPHA}"}
-    if abs(cmp["rel_diff"]) <= floor:
-        return {
-            **out,
-            "verdict": UNRESOLVED,
-            "why": f"difference {abs(cmp['rel_diff']):.1%} is within the A/A noise floor / minimum effect {floor:.1%}",
-        }
-    verdict = FASTER if cmp["rel_diff"] < 0 else SLOWER
-    return {
-        **out,
-        "verdict": verdict,
-        "why": f"median {abs(cmp['rel_diff']):.1%} {'lower' if verdict == FASTER else 'higher'}, "
-        f"p = {cmp['mannwhitney_p']:.2g}, above the {floor:.1%} threshold",
-    }
+        return {**out, "verdict": UNRESOLVED, "reason": Reason.NOT_SIGNIFICANT}
+    if out["effect_rel"] <= floor:
+        return {**out, "verdict": UNRESOLVED, "reason": Reason.BELOW_FLOOR}
+    return {**out, "verdict": FASTER if cmp["rel_diff"] < 0 else SLOWER, "reason": Reason.ABOVE_FLOOR}
 
 
 def passed_gate(correctness_doc: Mapping[str, Any] | None) -> set[str]:
@@ -276,21 +282,26 @@ def passed_gate(correctness_doc: Mapping[str, Any] | None) -> set[str]:
     return {r["implementation"] for r in (correctness_doc or {}).get("implementations", []) if r["status"] == "pass"}
 
 
-def gate_status(correctness_doc: Mapping[str, Any] | None, name: str) -> str:
-    """Why implementation ``name`` has no gate pass: it was not run for this case (unsupported, with the
-    implementation's reason, e.g. a memory budget), or it ran and failed (how), or it errored."""
+def gate_record(correctness_doc: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+    """Why implementation ``name`` has no gate pass, as a code (``verdicts.Gate``) and its detail: it was not
+    run for this case (declined by its own budget, e.g. a memory budget, or unsupported by design, with the
+    implementation's reason), or it ran and failed (how), or it crashed, or the reference raised."""
     rec = next((r for r in (correctness_doc or {}).get("implementations", []) if r["implementation"] == name), None)
+    out: dict[str, Any] = {"implementation": name}
     if rec is None:
-        return f"{name} has no correctness record"
-    if rec["status"] == "unsupported" and rec.get("declined"):
-        return f"{name} declined this case by its own budget ({rec.get('reason')})"
+        return {**out, "gate": Gate.NO_RECORD}
     if rec["status"] == "unsupported":
-        return f"{name} does not support this case by design ({rec.get('reason')})"
+        return {**out, "gate": Gate.DECLINED if rec.get("declined") else Gate.UNSUPPORTED, "detail": rec.get("reason")}
     if rec["status"] == "reference_error":  # kernelscope.correctness: nothing was judged
-        return f"{name} was not checked: the case's fp64 reference raised ({rec.get('failure')})"
+        return {**out, "gate": Gate.REFERENCE_ERROR, "detail": rec.get("failure")}
     if rec["status"] in ("error", "timeout", "oom", "compile_error"):
-        return f"{name} crashed in the correctness gate ({rec['status']}: {rec.get('failure')})"
-    return f"{name} failed the correctness gate ({rec.get('failure')})"
+        return {**out, "gate": Gate.CRASHED, "status": rec["status"], "detail": rec.get("failure")}
+    return {**out, "gate": Gate.FAILED, "detail": rec.get("failure")}
+
+
+def gate_status(correctness_doc: Mapping[str, Any] | None, name: str) -> str:
+    """``gate_record`` in words."""
+    return wording.gate_text(gate_record(correctness_doc, name))
 
 
 def host_costs(timing_doc: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -361,42 +372,19 @@ def case_claims(
                 continue
             failed = [n for n in (a["implementation"], b["implementation"]) if n not in passed]
             if failed:
-                claims.append(
-                    {
-                        "a": a["implementation"],
-                        "b": b["implementation"],
-                        "verdict": NOT_COMPARABLE,
-                        "why": "; ".join(gate_status(correctness_doc, n) for n in failed),
-                    }
-                )
+                claim = {
+                    "a": a["implementation"],
+                    "b": b["implementation"],
+                    "verdict": NOT_COMPARABLE,
+                    "reason": Reason.FAILED_GATE,
+                    "gate": [gate_record(correctness_doc, n) for n in failed],
+                }
+                claims.append(_rendered(claim))
                 continue
             claims.append(
                 {**compare(a, b, aa, interpreter, aa_graph, calibration, aa_device), "a_config": a.get("config") or {}}
             )
     return claims
-
-
-def config_text(config: Mapping[str, Any] | None) -> str:
-    """A launch config as ``BLOCK_M=128, num_warps=4`` (sorted), or "default" when empty."""
-    return ", ".join(f"{k}={v}" for k, v in sorted((config or {}).items())) or "default"
-
-
-def sentence(claim: Mapping[str, Any], graph_footnote: str = "") -> str:
-    """A claim in words. ``graph_footnote``: a marker that replaces the graph-replay reason (given once in a
-    footnote) for claims on that basis; empty keeps the reason in the sentence."""
-    a, b, verdict = claim["a"], claim["b"], claim["verdict"]
-    why = claim.get("why", "")
-    if graph_footnote and GRAPH_BASIS_REASON in why:
-        why = why.replace(f"; {GRAPH_BASIS_REASON}", f"; by graph replay{graph_footnote}")
-    if claim.get("a_config"):  # the launch config the sweep tuned the Triton variant to
-        a = f"{a} [{config_text(claim['a_config'])}]"
-    if verdict in (FASTER, SLOWER):
-        ratio = claim["median_b_us"] / claim["median_a_us"]
-        return (
-            f"{a} is {verdict} than {b}: {claim['median_a_us']:.3f} µs vs {claim['median_b_us']:.3f} µs "
-            f"({ratio:.2f}× {b}'s speed; {why})"
-        )
-    return f"{a} vs {b}: {verdict} ({why})"
 
 
 def reference_comparability(env_fp: Mapping[str, Any], ref: Mapping[str, Any]) -> list[str]:
@@ -434,21 +422,27 @@ def ncu_absent(specs: dict[str, Any]) -> str:
 
 def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]]:
     """What a run's data supports and what it refuses, from its records (``rundata.collect``) and tables
-    (``rundata.tables``): the claim list, and every refusal with its reason."""
+    (``rundata.tables``): the claim list, and every refusal with its reason and topic (``verdicts.Topic``).
+    The lists are decided from the tables' codes (verdicts, gate statuses, flags), never from their sentences."""
     env = data["environment"]
-    fp = environment.fingerprint(env)
+    fp = fingerprint(env)
     interpreter = data["specs"]["interpreter"]
     yes: list[str] = []
-    no: list[str] = []
+    no: list[Statement] = []
+
+    def refuse(text: str, topic: Topic = Topic.OTHER) -> None:
+        no.append(Statement(text, topic))
+
     where = (
         f"on {fp['gpu']} with torch {fp['torch']}, triton {fp['triton']}, CUDA {fp['cuda_runtime']}, "
         f"driver {fp['driver']}"
     )
     claim_df = tbl["claims"]
     if interpreter:
-        no.append(
+        refuse(
             "Any performance comparison: this run used Triton's interpreter on the CPU; its timings measure "
-            "the interpreter and support no statement about GPU speed."
+            "the interpreter and support no statement about GPU speed.",
+            Topic.INTERPRETER,
         )
     elif not claim_df.empty:
         resolved = claim_df[claim_df["verdict"].isin([FASTER, SLOWER])]
@@ -461,28 +455,30 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
         for _, c in resolved.iterrows():
             yes.append(f"{c['kernel']} {c['shape']} {c['dtype']}: {c.get('sentence_noted', c['sentence'])}.")
         for _, c in claim_df[claim_df["verdict"] == REGIME_DEPENDENT].iterrows():
-            no.append(
+            refuse(
                 f"A plain ordering of {c['a']} and {c['b']} for {c['kernel']} {c['shape']} {c['dtype']}: {c['why']}."
             )
         unresolved = claim_df[claim_df["verdict"] == UNRESOLVED]
         for _, c in unresolved.iterrows():
-            why = str(c["why"]).replace(f"; {GRAPH_BASIS_REASON}", "; by graph replay¹")
-            no.append(f"An ordering of {c['a']} and {c['b']} for {c['kernel']} {c['shape']} {c['dtype']}: {why}.")
+            refuse(
+                f"An ordering of {c['a']} and {c['b']} for {c['kernel']} {c['shape']} {c['dtype']}: {c['why_noted']}."
+            )
     corr = tbl["correctness"]
     if not corr.empty:
         failed = ["fail", "error", "timeout", "oom", "compile_error"]  # the last three: kernelscope.faults
         bad = corr[(corr["role"] != "negative control") & corr["status"].isin(failed)]
         for _, r in bad.iterrows():
-            no.append(
-                f"Any timing of {r['implementation']} on {r['kernel']} {r['shape']} {r['dtype']}: it {r['outcome']}."
+            refuse(
+                f"Any timing of {r['implementation']} on {r['kernel']} {r['shape']} {r['dtype']}: it {r['outcome']}.",
+                Topic.UNTIMED_IMPLEMENTATION,
             )
         skipped = corr[(corr["role"] != "negative control") & (corr["status"] == "unsupported")]
         for (kernel, name, declined), grp in skipped.groupby(["kernel", "implementation", "declined"], dropna=False):
             why = "declined by its own budget" if declined is True else "unsupported by design"
-            no.append(
+            refuse(
                 f"Any timing of {name} on {len(grp)} {kernel} case(s) ({', '.join(grp['shape'] + ' ' + grp['dtype'])}):"
-                f" {why} — {grp['outcome'].iloc[0].split(': ', 1)[-1]}"
-                + (" (first case's reason)." if len(grp) > 1 else ".")
+                f" {why} — {grp['failure'].iloc[0]}" + (" (first case's reason)." if len(grp) > 1 else "."),
+                Topic.UNTIMED_IMPLEMENTATION,
             )
         live = corr[corr["role"] == "negative control"]
         accepted = live[live["rejected"] == False]  # noqa: E712 - pandas element-wise comparison
@@ -493,9 +489,10 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
                 if isinstance(crashed, str) and crashed
                 else "was accepted, so the gate is too loose there"
             )
-            no.append(
+            refuse(
                 f"The correctness verdicts for {r['kernel']} {r['shape']} {r['dtype']}: the negative control "
-                f"{r['implementation']} {why}."
+                f"{r['implementation']} {why}.",
+                Topic.DEAD_CONTROL,
             )
         if not live.empty and accepted.empty:
             yes.append(
@@ -505,20 +502,21 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
             )
     timing = tbl["timing"]
     if not timing.empty and "target_reached" in timing:
-        missed = rundata.capped_measurements(data)
+        missed = records.capped_measurements(data)
         if missed:
-            no.append(
+            refuse(
                 f"Precision beyond the measured spread for {missed} measurements that stopped at the time "
-                f"cap before the median's CI reached ±{data['specs']['timing'].get('target_rel_ci', 0.005):.1%} "
+                f"cap before the median's CI reached ±{records.timing_settings(data)['target_rel_ci']:.1%} "
                 f"with at least min_samples samples; their CIs are in the tables."
             )
     flagged = timing.get("flagged") if not timing.empty else None
     if flagged is not None and flagged.notna().any():
         disclosure = disclosures(list(zip(timing["flagged"].fillna(0).astype(int), timing["n"].fillna(0).astype(int))))
         if disclosure:
-            no.append(
+            refuse(
                 f"Clock-clean timings: {disclosure}; they are included in the medians and listed per sample in "
-                f"tables/samples.csv.gz."
+                f"tables/samples.csv.gz.",
+                Topic.CLOCKS,
             )
     counters = [c for c in data["cases"] if (c.get("ncu") or {}).get("ran")]
     if len(counters) < len(data["cases"]):
@@ -529,7 +527,7 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
                 if not (c.get("ncu") or {}).get("ran")
             }
         )
-        no.append(
+        refuse(
             f"Hardware-counter explanations (DRAM throughput, occupancy, registers, spills) for "
             f"{len(data['cases']) - len(counters)} of {len(data['cases'])} cases: Nsight Compute did not run "
             f"there ({'; '.join(reasons)})."
@@ -542,45 +540,51 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
         and any(r.get("l2_flushed") is False for r in c["timing"]["implementations"] if r.get("status") == "ok")
     ]
     if warm:
-        no.append(
+        refuse(
             f"Cold-cache times for {len(warm)} cases timed with a warm L2 (flush_l2: false): their inputs "
             "may be read from L2, as in a loop over the same tensors, not as in a model's step."
         )
-    commits = rundata.case_commits(data)
+    commits = records.case_commits(data)
     if len(commits) > 1:
-        no.append(
+        refuse(
             "Reading every case as one commit's code: the timings come from "
             + ", ".join(f"{n} cases at {commit}" for commit, n in commits.items())
             + " (a run resumed across commits; each "
             "case's kernel-module hash is in its record), so cases of different commits may differ in their kernel "
-            "or in the measuring code."
+            "or in the measuring code.",
+            Topic.MIXED_RUN,
         )
-    cards = rundata.case_cards(data)
+    cards = records.case_cards(data)
     if len(cards) > 1:
         run_card = (data["environment"].get("gpu") or {}).get("uuid")
-        no.append(
+        refuse(
             "Reading every case as measured on one card: the timings come from "
             + ", ".join(f"{n} cases on {card}" for card, n in cards.items())
             + f" (one GPU model; a run resumed on another "
             f"machine). The environment section and the measured ceilings were measured on {run_card} only: a case "
             f"timed on another card is put against {run_card}'s ceilings, not its own card's, and a difference "
-            "between cases of different cards can be the cards'."
+            "between cases of different cards can be the cards'.",
+            Topic.MIXED_RUN,
         )
     missing = [f"{c['kernel']} {c['shape']} {c['dtype']}" for c in data["cases"] if c["timing"] is None]
     if missing:
-        no.append(
+        refuse(
             f"Anything about {len(missing)} of {len(data['cases'])} planned cases that have no timing result "
-            f"in this run (not run, or their job failed): {', '.join(missing)}."
+            f"in this run (not run, or their job failed): {', '.join(missing)}.",
+            Topic.MISSING,
         )
     for ref in data["specs"].get("external_references", []):
         reasons = reference_comparability(fp, ref)
-        no.append(f"Ranking this run against the reference row '{ref['label']}': {'; '.join(reasons)}.")
+        refuse(f"Ranking this run against the reference row '{ref['label']}': {'; '.join(reasons)}.")
     no += [
-        "Other shapes, dtypes, strides or memory layouts than those listed: rankings between kernels change with "
-        "shape (seed 000 shows one where the teaching kernel is slower than torch).",
-        "Other GPUs, drivers, or torch/triton/CUDA versions than those recorded in the environment section.",
-        "Cold-start cost beyond the single first-call measurement per job (compile times are one sample each, "
-        "from an empty cache directory, and depend on the host CPU).",
-        "End-to-end model speed: these are isolated kernels with cold L2 (unless stated), not a model's step.",
+        Statement(text)
+        for text in (
+            "Other shapes, dtypes, strides or memory layouts than those listed: rankings between kernels change with "
+            "shape (seed 000 shows one where the teaching kernel is slower than torch).",
+            "Other GPUs, drivers, or torch/triton/CUDA versions than those recorded in the environment section.",
+            "Cold-start cost beyond the single first-call measurement per job (compile times are one sample each, "
+            "from an empty cache directory, and depend on the host CPU).",
+            "End-to-end model speed: these are isolated kernels with cold L2 (unless stated), not a model's step.",
+        )
     ]
     return {"supports": yes, "does_not_support": no}

@@ -47,13 +47,13 @@ def _cold_caches() -> dict[str, str]:
 
 
 def _write_json(path: str, doc: dict[str, Any]) -> None:
-    """The job's result, written atomically; from then on the job cannot be interrupted (see below)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    _ignore_interrupts()
-    tmp.replace(target)
+    """The job's result, written atomically (``results.atomic``); from the rename on the job cannot be
+    interrupted (see below)."""
+    from kernelscope import results
+
+    with results.atomic(path) as tmp:
+        tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+        _ignore_interrupts()
 
 
 def _ignore_interrupts() -> None:
@@ -85,8 +85,10 @@ def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
     import triton
 
     from kernelscope import container, environment, gpus, registry, runtime, sources
+    from kernelscope.spec import Shape
 
-    registry.get(case["kernel"])  # imported, so its source file is known wherever the package is installed
+    # imported, so its source file is known wherever the package is installed
+    declared = registry.get(case["kernel"])
     source = sys.modules[f"kernels.{case['kernel']}"].__file__
     root = Path(source).resolve().parent.parent
     kernel_sources = sources.kernel_sources(case["kernel"], root)
@@ -116,9 +118,14 @@ def _case_header(specs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
         # the stage's part of the job's wall time (the Snakemake job-time file, results/<device>/jobtimes/, has
         # the whole, start and exit included)
         "job_s": {"stage": time.perf_counter() - _MAIN_STARTED, **_PHASES},
+        # what the reading side needs of the kernel's declaration (kernelscope.spec.KernelSpec.declaration):
+        # the report and comparisons read it here, never from the modules installed when they are read
+        "declaration": declared.declaration(Shape(case["params"], case["reason"]), case["dtype"]),
     }
 
 
+#: stages that read results and measure nothing: they import neither torch, triton nor the kernel modules
+READING_STAGES = ("report", "compare", "index")
 #: stages that run the torch.compile baselines
 _TORCH_COMPILE_STAGES = ("correctness", "timing", "profile", "ncu-target")
 
@@ -227,8 +234,7 @@ def cmd_timing(args) -> None:
     settings = timing.TimingSettings.from_config(specs["timing"])
     gate = _load(args.correctness)
     failed = {r["implementation"]: r.get("failure") for r in gate["implementations"] if r.get("ok") is False}
-    with gpus.shared("device basis"):  # one small kernel: never inside another job's sampling
-        timing.prepare_device_basis()
+    timing.prepare_device_basis(lambda: gpus.shared("device basis"))
     seed_case = any(
         (r.get("kernel"), r.get("shape"), r.get("dtype")) == (case["kernel"], case["shape"], case["dtype"])
         for r in specs.get("external_references", [])
@@ -308,7 +314,7 @@ def main(argv: list[str] | None = None) -> None:
     def stage(name: str, fn, case: bool = True, cold: bool = False):
         p = sub.add_parser(name)
         p.set_defaults(fn=fn, cold=cold)
-        if name not in ("report", "compare", "index"):
+        if name not in READING_STAGES:
             p.add_argument("--specs", required=True, help="results/<device>/specs.json")
         if name != "index":
             p.add_argument("--out", required=True)
@@ -348,23 +354,23 @@ def main(argv: list[str] | None = None) -> None:
         file=sys.stderr,
         flush=True,
     )
-    if args.stage not in ("report", "compare", "index"):
-        # before anything initialises CUDA: this job's one card for its whole life
-        from kernelscope import gpus
-
-        gpus.bind(args.stage)
-    from kernelscope import runtime
-
-    # Cold compile caches on a GPU, where first-call time is a reported result. Under the interpreter
-    # compile times mean nothing and a cold Inductor cache costs a C++ build per job, so the shared
-    # cache is kept. (Inductor and Triton read these variables when they compile, not at import.)
-    args.cold_caches = _cold_caches() if args.cold and runtime.select_backend() == "cuda" else None
     from kernelscope.cases import ConfigError
     from kernelscope.results import CorruptResult
 
+    refused: tuple[type[Exception], ...] = (ConfigError, CorruptResult, KeyError)
+    if args.stage not in READING_STAGES:
+        # before anything initialises CUDA: this job's one card for its whole life
+        from kernelscope import gpus, runtime
+
+        gpus.bind(args.stage)
+        # Cold compile caches on a GPU, where first-call time is a reported result. Under the interpreter
+        # compile times mean nothing and a cold Inductor cache costs a C++ build per job, so the shared
+        # cache is kept. (Inductor and Triton read these variables when they compile, not at import.)
+        args.cold_caches = _cold_caches() if args.cold and runtime.select_backend() == "cuda" else None
+        refused += (runtime.DeviceMismatch,)
     try:
         args.fn(args)
-    except (ConfigError, CorruptResult, runtime.DeviceMismatch, KeyError) as exc:
+    except refused as exc:
         sys.exit(f"kernelscope {args.stage}: {exc.args[0] if exc.args else exc}")
 
 

@@ -30,8 +30,10 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import claims, environment, results, rundata
+from kernelscope import claims, results, rundata, wording
 from kernelscope.document import bullets, render, table, text
+from kernelscope.fingerprint import fingerprint
+from kernelscope.verdicts import RESOLVED, Reason, Verdict
 
 #: environment fields that must be equal for two runs' numbers to be ranked against each other
 SOFTWARE = ("backend", "torch", "triton", "cuda_runtime", "driver")
@@ -39,8 +41,6 @@ SOFTWARE = ("backend", "torch", "triton", "cuda_runtime", "driver")
 NOT_COMPARABLE = "not comparable"
 RERUN = "rerun (same GPU model, same software)"
 CROSS_GPU = "cross-GPU (same software)"
-#: why a pair is not compared when both runs hold one record (a resumed run carries finished cases)
-SAME_MEASUREMENT = "the same measurement in both runs"
 
 #: Run-to-run floor per implementation kind: the smallest relative difference between two runs' medians
 #: that is claimed, whatever the in-job A/A floors say. The in-job floor sees one process on one card; a
@@ -55,12 +55,12 @@ HELD, FLIPPED, ORDER_UNRESOLVED = "held", "flipped", "not resolved"
 
 def _method(data: Mapping[str, Any]) -> dict[str, Any]:
     """What decides how a sample was taken: the timing settings and the enqueue modes actually used."""
-    return {"timing settings": data["specs"].get("timing", {}), "enqueue": sorted(rundata.enqueue_modes(data))}
+    return {"timing settings": data["specs"]["timing"], "enqueue": sorted(rundata.enqueue_modes(data))}
 
 
 def comparability(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     """The kind of comparison two collected runs (``rundata.collect``) support, and why not where they don't."""
-    fa, fb = environment.fingerprint(a["environment"]), environment.fingerprint(b["environment"])
+    fa, fb = fingerprint(a["environment"]), fingerprint(b["environment"])
     reasons = []
     for name, data in (("A", a), ("B", b)):
         if data["specs"].get("interpreter"):
@@ -134,7 +134,7 @@ def orderings(a: Mapping[str, Any], b: Mapping[str, Any]) -> pd.DataFrame:
             other = vb.get((c["a"], c["b"]))
             if other is None:
                 continue
-            resolved = {c["verdict"], other} <= {claims.FASTER, claims.SLOWER}
+            resolved = {c["verdict"], other} <= set(RESOLVED)
             state = HELD if resolved and c["verdict"] == other else FLIPPED if resolved else ORDER_UNRESOLVED
             rows.append(
                 {
@@ -185,6 +185,9 @@ CASE_COLUMNS = [
     "basis",
     "floor",
     "kernel_source",
+    "reason",
+    "effect_rel",
+    "mannwhitney_p",
     "why",
     "kind",
     "config_a",
@@ -224,26 +227,21 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None =
                 "kind": rec_b.get("kind") or rec_a.get("kind"),
             }
             untimed = [
-                f"{run}: {rec.get('status')} ({rec.get('reason', '')})".replace(" ()", "")
+                (run, rec.get("status"), rec.get("reason", ""))
                 for run, rec in (("A", rec_a), ("B", rec_b))
                 if rec.get("status") != "ok"
             ]
+            claim = None
             if untimed:
-                row.update(verdict=NOT_COMPARABLE, why=UNTIMED + "; ".join(untimed))
+                row.update(verdict=Verdict.NOT_COMPARABLE, reason=Reason.NO_TIMING_IN_RUN, untimed=untimed)
             elif _same_measurement(ca["timing"], cb["timing"]):
                 row.update(
-                    verdict=NOT_COMPARABLE,
-                    why=f"{SAME_MEASUREMENT} (timed {ca['timing']['created']}; a "
-                    "resumed run carried it over), not a second one",
+                    verdict=Verdict.NOT_COMPARABLE, reason=Reason.SAME_MEASUREMENT, created=ca["timing"]["created"]
                 )
             elif name not in passed:
-                row.update(verdict=NOT_COMPARABLE, why="did not pass the correctness gate in both runs")
+                row.update(verdict=Verdict.NOT_COMPARABLE, reason=Reason.GATE_NOT_BOTH)
             elif code_changed and kind == CROSS_GPU and row["kind"] == "triton":
-                row.update(
-                    verdict=NOT_COMPARABLE,
-                    why=f"the kernel module differs between the runs ({sha_a[:12]} vs "
-                    f"{sha_b[:12]}): GPU and code would be confounded",
-                )
+                row.update(verdict=Verdict.NOT_COMPARABLE, reason=Reason.CODE_CONFOUNDED, sha_a=sha_a, sha_b=sha_b)
             else:
                 # B's record as "a" of the claim: the verdict reads "B is faster / slower than A"
                 rerun_floor = RUN_TO_RUN_FLOOR.get(row["kind"], max(RUN_TO_RUN_FLOOR.values()))
@@ -263,34 +261,25 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None =
                     row.update(a_us=claim["median_b_us"], b_us=claim["median_a_us"])
                 row.update(
                     verdict=claim["verdict"],
-                    why=claim["why"],
+                    reason=claim["reason"],
+                    effect_rel=claim.get("effect_rel"),
+                    mannwhitney_p=claim.get("mannwhitney_p"),
                     basis=claim.get("basis"),
                     b_time_over_a=(claim["median_a_us"] / claim["median_b_us"] if claim.get("median_b_us") else None),
                 )
-            if code_changed and row.get("verdict") != NOT_COMPARABLE and row["kind"] == "triton":
+            if code_changed and row["verdict"] != Verdict.NOT_COMPARABLE and row["kind"] == "triton":
                 (_, old, sha_old), (_, new, sha_new) = sorted([(_when(a), la, sha_a), (_when(b), lb, sha_b)])
-                row["why"] = (
-                    f"kernel module changed between the runs ({old} {sha_old[:12]} → {new} {sha_new[:12]}); "
-                    f"{row['why']}"
-                )
-            if row["config_a"] != row["config_b"]:
-                row["why"] = (
-                    f"{row['why']}; tuned configs differ: {la} {claims.config_text(row['config_a'])}, "
-                    f"{lb} {claims.config_text(row['config_b'])}"
-                )
+                row["code_change"] = (old, sha_old, new, sha_new)
+            row["why"] = wording.comparison_why({**row, "labels": (la, lb)}, claim)
             rows.append(row)
     return pd.DataFrame(rows, columns=CASE_COLUMNS)
-
-
-#: the start of a pair's reason when one run has no timing of it (unsupported, failed, not run)
-UNTIMED = "no timing in "
 
 
 def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, list[str]]:
     la, lb = a["specs"]["device"], b["specs"]["device"]
     supports, refuses = [], []
-    changed = rows[rows["verdict"].isin([claims.FASTER, claims.SLOWER])] if not rows.empty else rows
-    same = rows[rows["verdict"] == claims.UNRESOLVED] if not rows.empty else rows
+    changed = rows[rows["verdict"].isin(RESOLVED)] if not rows.empty else rows
+    same = rows[rows["verdict"] == Verdict.UNRESOLVED] if not rows.empty else rows
     for _, r in changed.iterrows():
         # a changed module changes its Triton variants; its torch baselines call the same library code
         subject = f"{lb}'s code" if r["kernel_source"] == "changed" and r["kind"] == "triton" else lb
@@ -299,9 +288,8 @@ def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[
             f"than {la}: {r['b_us']:.3f} µs vs {r['a_us']:.3f} µs ({r['why']})."
         )
     if kind == RERUN and len(same):
-        why = rows["why"].astype(str)
         # timed in both runs and not one record carried into both: unsupported or untimed pairs are no test
-        measured = rows[~why.str.startswith(SAME_MEASUREMENT) & ~why.str.startswith(UNTIMED)]
+        measured = rows[~rows["reason"].isin([Reason.SAME_MEASUREMENT, Reason.NO_TIMING_IN_RUN])]
         supports.append(
             f"{len(same)} of {len(measured)} implementation × case pairs timed in both runs "
             f"({len(same) / len(measured):.1%}) reproduced: no difference resolved between the two runs "
@@ -333,10 +321,10 @@ def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[
                     "claims)."
                 )
     if not rows.empty:
-        carried = rows["why"].astype(str).str.startswith(SAME_MEASUREMENT)
+        carried = rows["reason"] == Reason.SAME_MEASUREMENT
         refuses.extend(
             f"{r['kernel']} {r['shape']} {r['dtype']} {r['implementation']}: {r['why']}."
-            for _, r in rows[(rows["verdict"] == NOT_COMPARABLE) & ~carried].iterrows()
+            for _, r in rows[(rows["verdict"] == Verdict.NOT_COMPARABLE) & ~carried].iterrows()
         )
         if carried.any():
             cases = sorted({f"{r['kernel']} {r['shape']} {r['dtype']}" for _, r in rows[carried].iterrows()})

@@ -115,16 +115,3 @@ def record(device_key: str, config_hash: str | None = None, extra: dict[str, Any
         "container": container_info(),
         **(extra or {}),
     }
-
-
-def fingerprint(env: dict[str, Any]) -> dict[str, Any]:
-    """The fields two runs must share before their numbers can be ranked against each other."""
-    gpu = env.get("gpu") or {}
-    return {
-        "gpu": gpu.get("name"),
-        "backend": env.get("backend"),
-        "torch": env.get("torch"),
-        "triton": env.get("triton"),
-        "cuda_runtime": env.get("cuda_runtime"),
-        "driver": gpu.get("driver"),
-    }

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from kernelscope import claims
 from kernelscope.document import render, table, text
 
 
@@ -52,6 +53,24 @@ def _comparison_row(path: Path, root: Path) -> dict[str, Any]:
     }
 
 
+def reproduced(comparison_csv: Path) -> list[dict[str, Any]]:
+    """Per kernel of one comparison: of the timings measured in both runs (verdict other than not comparable),
+    how many had no difference resolved. Computed here, where the run and its comparison are both present: a
+    run's own report is written before any comparison of it exists. A comparison that refused the pair (a
+    ``comparison.csv`` with its header only, or none) has no rows."""
+    if not comparison_csv.is_file() or comparison_csv.stat().st_size <= 1:
+        return []
+    rows = pd.read_csv(comparison_csv)
+    if rows.empty or "kernel" not in rows:
+        return []
+    out = []
+    for kernel, grp in rows.groupby("kernel", sort=True):
+        measured = grp[grp["verdict"] != claims.NOT_COMPARABLE]
+        same = int((measured["verdict"] == claims.UNRESOLVED).sum())
+        out.append({"kernel": kernel, "reproduced": f"{same}/{len(measured)}" if len(measured) else "–"})
+    return out
+
+
 #: what makes a folder of reports/ a published run: the raw results its report is re-rendered from
 PUBLISHED = "raw-results.tar.gz"
 
@@ -64,12 +83,19 @@ def document(root: Path) -> dict[str, Any]:
     runs = pd.DataFrame(
         [_run_row(p.parent, root) for p in sorted(root.glob("*/run.json")) if _published(root, p.parent.name)]
     )
-    comparisons = pd.DataFrame(
+    published = [
+        p
+        for p in sorted(root.glob("*/compare/*/report.md"))
+        if _published(root, p.parents[2].name) and _published(root, p.parent.name)
+    ]
+    comparisons = pd.DataFrame([_comparison_row(p, root) for p in published])
+    repro = pd.DataFrame(
         [
-            _comparison_row(p, root)
-            for p in sorted(root.glob("*/compare/*/report.md"))
-            if _published(root, p.parents[2].name) and _published(root, p.parent.name)
-        ]
+            {"of run": str(p.parents[2].relative_to(root)), "against": p.parent.name, **row}
+            for p in published
+            for row in reproduced(p.parent / "comparison.csv")
+        ],
+        columns=["of run", "against", "kernel", "reproduced"],
     )
     return {
         "title": "kernelscope — published runs",
@@ -94,6 +120,16 @@ def document(root: Path) -> dict[str, Any]:
                     table(comparisons, list(comparisons.columns), links=("comparison",))
                     if not comparisons.empty
                     else text("No comparisons.")
+                ],
+            },
+            {
+                "title": "Reproduced",
+                "blocks": [
+                    text(
+                        "Per comparison and kernel: of the timings measured in both runs, how many had no "
+                        "difference resolved (the comparison's rules; a refused comparison has no rows)."
+                    ),
+                    table(repro, list(repro.columns)) if not repro.empty else text("No comparison compared its runs."),
                 ],
             },
         ],

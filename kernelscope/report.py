@@ -17,8 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import bases, claims, environment, firstpage, plots, registry, results, rundata, scores
+from kernelscope import bases, claims, firstpage, plots, records, results, rundata, scores
 from kernelscope.document import bullets, figure, kv, render, table, text
+from kernelscope.fingerprint import fingerprint
+from kernelscope.verdicts import Basis, Statement, Topic, topic_order
 
 #: the answer section's refusals: the few that change how the whole report is read (the rest: appendix)
 MAIN_REFUSALS = 6
@@ -202,27 +204,10 @@ def _starvation_note(recs: list[dict[str, Any]]) -> str:
     )
 
 
-def recorded_settings(data: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
-    """The timing settings the records were measured with, each distinct set with its number of cases."""
-    groups: list[tuple[dict[str, Any], int]] = []
-    for case in data["cases"]:
-        settings = (case["timing"] or {}).get("settings")
-        if settings is None:
-            continue
-        for i, (known, n) in enumerate(groups):
-            if known == settings:
-                groups[i] = (known, n + 1)
-                break
-        else:
-            groups.append((settings, 1))
-    return groups
-
-
 def _method_section(data: dict[str, Any]) -> dict[str, Any]:
     specs = data["specs"]
-    groups = recorded_settings(data)
-    # the records' own settings; the plan's only where no record stored them
-    t = groups[0][0] if groups else specs["timing"]
+    groups = records.recorded_settings(data)
+    t = records.timing_settings(data)  # resolved: every key is there (kernelscope.cases.specs, the records)
     modes = rundata.enqueue_modes(data)
     enqueue = []
     if any(m.startswith("batched") for m in modes):
@@ -234,7 +219,7 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
             if str(rec.get("enqueue", "")).startswith("batched")
         ]
         enqueue.append(
-            f"Samples enqueued {t.get('batch', 10)} at a time behind a GPU sleep and read after one "
+            f"Samples enqueued {t['batch']} at a time behind a GPU sleep and read after one "
             "synchronisation, so the events bracket the kernel and not the host's launch latency"
             + _starvation_note(recs)
         )
@@ -254,15 +239,15 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
         "per-dtype tolerances (listed per kernel below); deliberately broken negative controls must be rejected.",
         "Sweep: every declared launch config of every Triton variant compiled and timed on its own from an empty "
         "cache directory; pruned, failed and wrong configs are recorded; the fastest correct config is timed.",
-        f"Timing: first call (JIT / torch.compile from a cold cache) recorded apart; {t.get('warmup', 25)} warm-up "
-        f"calls; clocks settled by running the baseline back to back; then samples until ≥ {t.get('min_samples', 100)} "
-        f"samples and ≥ {t.get('min_time_s', 0.05)} s, stopping when the 95 % CI of the median is within "
-        f"±{t.get('target_rel_ci', 0.005):.1%} or at {t.get('max_time_s', 1.0)} s. "
+        f"Timing: first call (JIT / torch.compile from a cold cache) recorded apart; {t['warmup']} warm-up "
+        f"calls; clocks settled by running the baseline back to back; then samples until ≥ {t['min_samples']} "
+        f"samples and ≥ {t['min_time_s']} s, stopping when the 95 % CI of the median is within "
+        f"±{t['target_rel_ci']:.1%} or at {t['max_time_s']} s. "
         + (
             (
                 "Each sample bracketed by CUDA events, L2 flushed before each sample (a 2×L2 write outside the "
                 "events). "
-                if t.get("flush_l2", True)
+                if t["flush_l2"]
                 else "Each sample bracketed by CUDA events. WARM CACHE: L2 was not flushed between samples (flush_l2: "
                 "false), so inputs that fit in L2 are read from it; these times are not cold-cache times. "
             )
@@ -278,7 +263,7 @@ def _method_section(data: dict[str, Any]) -> dict[str, Any]:
         "Clocks: NVML SM/memory clock, temperature, power and throttle reasons read after every batch of samples "
         "(each sample carries its batch's reading); samples taken while throttled or below 95 % of the steady "
         "clock are flagged and disclosed, not dropped.",
-        f"Short cases (median under {t.get('graph_below_us', 50)} µs) and launch-bound records also get CUDA-graph "
+        f"Short cases (median under {t['graph_below_us']} µs) and launch-bound records also get CUDA-graph "
         "replay timing and host wall time per call. Graph replay is device time per call without launch gaps: "
         "where the record's column graph_l2 says 'flushed', each captured call is preceded by the same L2 flush "
         "as the event samples and a second graph of the flushes alone is subtracted, so both bases see a cold "
@@ -366,23 +351,6 @@ def _ratio_text(row: pd.Series) -> str:
     return f"{row['speedup']:.2f}×{ci}" + ("ᵍ" if row["basis"] == "graph replay" else "")
 
 
-def _reproduced(out: Path | None, kernel: str) -> str:
-    """Reproduced / not, per kernel, in the last (by name) of this report's comparisons that compared the runs
-    (its comparison.csv); a comparison that refused the pair has no rows and is passed over."""
-    for rel, _ in reversed(_comparisons(out) if out else []):
-        path = out / rel.parent / "comparison.csv"
-        rows = pd.read_csv(path) if path.is_file() and path.stat().st_size > 1 else pd.DataFrame()
-        if rows.empty or "kernel" not in rows:
-            continue
-        rows = rows[rows["kernel"] == kernel]
-        measured = rows[rows["verdict"] != claims.NOT_COMPARABLE]
-        if measured.empty:
-            return "–"
-        same = int((measured["verdict"] == claims.UNRESOLVED).sum())
-        return f"{same}/{len(measured)} ({rel.parent.name})"
-    return "–"
-
-
 def _comparisons(out: Path | None) -> list[tuple[Path, str]]:
     """This report's comparisons (``compare/<other>/report.html``), by name (file times differ between
     checkouts, and a re-render must not depend on them)."""
@@ -428,7 +396,6 @@ def _answer_section(
                         else ("–" if first else "")
                     ),
                     "throttled samples": (f"{flagged / samples:.0%}" if first and samples else ("–" if first else "")),
-                    "reproduced": _reproduced(out, kernel) if first else "",
                 }
             )
             first = False
@@ -444,10 +411,9 @@ def _answer_section(
     notes = [
         "Speedup = baseline time / best Triton variant's time (above 1: Triton faster), per case on the claim "
         f"rules' basis ({basis_note}); per-case ratios with 95 % CIs are in the figure above and on each "
-        "kernel's page. Verdicts: Mann–Whitney and A/A-floor rules (Method). Throttled: share of the kernel's "
-        "timed samples taken while throttled or below the steady clock. Reproduced: "
-        "timings with no difference resolved in the comparison named in brackets (the last, by name, of this "
-        "report's comparisons that compared the runs), of those measured in both runs."
+        "kernel's page. Verdicts: Mann–Whitney and A/A-floor rules (Method). Throttled: "
+        "share of the kernel's timed samples taken while throttled or below the steady clock. Whether a run "
+        "reproduced another is in their comparison, and per kernel in the index of published runs."
     ]
     blocks = [
         table(
@@ -460,7 +426,6 @@ def _answer_section(
                 "best Triton",
                 "targets met",
                 "throttled samples",
-                "reproduced",
             ],
             notes=notes,
         )
@@ -492,14 +457,18 @@ def _no_ratio(data: dict[str, Any], ok: pd.DataFrame, kernel: str) -> str:
     return f"{timed} of {planned} cases timed; no Triton variant that passed the gate was timed beside a baseline"
 
 
-def _reference_refusals(data: dict[str, Any]) -> list[str]:
+def _reference_refusals(data: dict[str, Any]) -> list[Statement]:
     """The cases whose fp64 reference raised: the kernel declaration's fault, so no implementation of them
     was checked or timed (each implementation's record says ``reference_error``)."""
     return [
-        f"Anything about {len(faulted)} {kernel} case(s) ({', '.join(c['shape'] + ' ' + c['dtype'] for c in faulted)}):"
-        f" {faulted[0]['correctness']['reference_error']}, so no implementation or negative control was checked "
-        f"there and none was timed; the fault is in the reference() of kernels/{kernel}.py, not in its "
-        "implementations."
+        Statement(
+            f"Anything about {len(faulted)} {kernel} case(s) "
+            f"({', '.join(c['shape'] + ' ' + c['dtype'] for c in faulted)}):"
+            f" {faulted[0]['correctness']['reference_error']}, so no implementation or negative control was checked "
+            f"there and none was timed; the fault is in the reference() of kernels/{kernel}.py, not in its "
+            "implementations.",
+            Topic.MISSING,
+        )
         for kernel, faulted in rundata.reference_faults(data).items()
     ]
 
@@ -531,27 +500,13 @@ def _targets_section(target_df: pd.DataFrame) -> dict[str, Any] | None:
     }
 
 
-def _refusal_order(refusals: list[str]) -> list[str]:
-    """The refusals that change how the whole report is read first (interpreter, several commits or cards,
-    gate failures, missing cases), then the rest."""
-    keys = (
-        "Any performance comparison",
-        "Reading every case",
-        "Anything about",
-        "Any timing of",
-        "The correctness verdicts",
-        "Clock-clean",
-    )
-    return sorted(refusals, key=lambda r: next((i for i, k in enumerate(keys) if r.startswith(k)), len(keys)))
-
-
 def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
     def sel(df: pd.DataFrame) -> pd.DataFrame:
         if df.empty:
             return df
         return df[(df["kernel"] == case["kernel"]) & (df["shape"] == case["shape"]) & (df["dtype"] == case["dtype"])]
 
-    spec = registry.get(case["kernel"])
+    invariants = [inv["name"] for inv in records.declaration(case).get("invariants", [])]
     blocks = [text(f"Shape {json.dumps(case['params'])}: {case['reason']}.")]
     gate = case["correctness"] or {}
     if gate.get("reference_error"):
@@ -567,16 +522,13 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
     blocks.append(
         table(
             sel(tbl["correctness"]),
-            ["outcome", "implementation", "role", "max_abs_err", "rel_l2_err", *[inv.name for inv in spec.invariants]],
+            ["outcome", "implementation", "role", "max_abs_err", "rel_l2_err", *invariants],
         )
     )
     claim_df = sel(tbl["claims"])
     if not claim_df.empty:
-        graph = claim_df["basis"].astype(str).str.startswith("CUDA-graph")
-        claim_df = claim_df.assign(
-            basis=claim_df["basis"].where(~graph, "graph replay¹"),
-            note=[str(w).replace(f"; {claims.GRAPH_BASIS_REASON}", "") for w in claim_df["why"]],
-        )
+        graph = claim_df["basis_key"] == Basis.GRAPH
+        claim_df = claim_df.assign(basis=claim_df["basis"].where(~graph, "graph replay¹"))
         blocks.append(
             table(
                 claim_df,
@@ -718,7 +670,7 @@ def _references_section(data: dict[str, Any]) -> dict[str, Any] | None:
     refs = data["specs"].get("external_references", [])
     if not refs:
         return None
-    fp = environment.fingerprint(data["environment"])
+    fp = fingerprint(data["environment"])
     blocks = []
     for ref in refs:
         blocks.append(text(f"{ref['label']} — {ref.get('source', '')}"))
@@ -732,8 +684,8 @@ def _kernel_blocks(
 ) -> list[dict[str, Any]]:
     """A kernel's declaration as recorded, its ratios per case and baseline and its figures (written under
     ``out/plots``, linked from the kernel's page one folder down)."""
-    spec = registry.get(name)
-    # only what this run recorded: the installed module may declare implementations added after it
+    # the declaration the kernel's first recorded case was measured under, narrowed to what this run recorded
+    declared = next((records.declaration(c) for c in data["cases"] if c["kernel"] == name and c["declaration"]), {})
     recorded = {
         r["implementation"]
         for c in data["cases"]
@@ -741,13 +693,16 @@ def _kernel_blocks(
         for r in c["correctness"].get("implementations", []) + c["correctness"].get("negative_controls", [])
     }
     impls = [
-        f"{i.name} ({i.kind}): {i.description}" for i in spec.implementations if not recorded or i.name in recorded
+        f"{i['name']} ({i['kind']}): {i['description']}"
+        for i in declared.get("implementations", [])
+        if not recorded or i["name"] in recorded
     ]
     controls = [
-        f"negative control {i.name}: {i.description}"
-        for i in spec.negative_controls
-        if not recorded or i.name in recorded
+        f"negative control {i['name']}: {i['description']}"
+        for i in declared.get("negative_controls", [])
+        if not recorded or i["name"] in recorded
     ]
+    about = declared.get("description", f"No record of {name} has its declaration: every stage failed to write.")
     figures = {}
     for plot, written, alt in (
         (
@@ -765,7 +720,7 @@ def _kernel_blocks(
             path = out / "plots" / f"{plot}-{name}.svg"
             figures[plot] = figure(path, f"../plots/{plot}-{name}.svg", f"{name}: {alt}")
     # the picture first, then its numbers
-    blocks = [text(spec.description), bullets(impls + controls)]
+    blocks = [text(about), bullets(impls + controls)]
     if "speedup" in figures:
         blocks.append(figures["speedup"])
     kr = ratios[ratios["kernel"] == name] if not ratios.empty else ratios
@@ -830,7 +785,7 @@ def kernel_document(
 
 
 def _statements_section(verdict: dict[str, list[str]], refusals: list[str], claim_df: pd.DataFrame) -> dict[str, Any]:
-    graph_note = bool(len(claim_df)) and claim_df["basis"].astype(str).str.startswith("CUDA-graph").any()
+    graph_note = bool(len(claim_df)) and (claim_df["basis_key"] == Basis.GRAPH).any()
     return {
         "title": "Appendix: what this report supports / does not support",
         "id": "appendix",
@@ -845,7 +800,7 @@ def _statements_section(verdict: dict[str, list[str]], refusals: list[str], clai
 
 
 def _roofline_section(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> dict[str, Any] | None:
-    fp = environment.fingerprint(data["environment"])
+    fp = fingerprint(data["environment"])
     title = f"{fp['gpu'] or 'CPU interpreter'} — torch {fp['torch']}, triton {fp['triton']}"
     if not plots.roofline(tbl["timing"], data["calibration"], title, out / "plots" / "roofline.svg"):
         return None
@@ -923,7 +878,7 @@ def documents(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> 
     """The report's pages, by path relative to ``out`` without the suffix: the first page (``report``), the
     details page and one page per kernel (``kernels/<kernel>``); figures are written under ``out/plots``."""
     specs, env = data["specs"], data["environment"]
-    fp = environment.fingerprint(env)
+    fp = fingerprint(env)
     commits, cards = rundata.case_commits(data), rundata.case_cards(data)
     timed = sum(1 for c in data["cases"] if c["timing"])
     banner = (
@@ -949,7 +904,8 @@ def documents(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> 
     )
     head = {"title": f"kernelscope report — {specs['device']}", "banner": banner, "warning": warn}
     verdict = claims.statements(data, tbl)
-    refusals = _refusal_order(_reference_refusals(data) + verdict["does_not_support"])
+    # those that change how the whole report is read first (verdicts.Topic's order), then the rest
+    refusals = topic_order(_reference_refusals(data) + verdict["does_not_support"])
     ratios = scores.best_ratios(data, tbl) if not specs["interpreter"] else scores.best_ratios(data, tbl).iloc[0:0]
     target_df = scores.targets(data, tbl) if not specs["interpreter"] else pd.DataFrame()
     kernels = sorted({c["kernel"] for c in data["cases"]})
@@ -990,7 +946,7 @@ def run_facts(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, A
     return {
         "first_timed": created[0] if created else None,
         "last_timed": created[-1] if created else None,
-        "gpu": environment.fingerprint(data["environment"]).get("gpu"),
+        "gpu": fingerprint(data["environment"]).get("gpu"),
         "case_commits": rundata.case_commits(data),
         "case_cards": rundata.case_cards(data),
         "gate": {str(k): int(v) for k, v in impls["status"].value_counts().items()} if not impls.empty else {},

@@ -14,9 +14,16 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import claims, registry, runsummary
+from kernelscope import claims, runsummary, wording
 from kernelscope import results as results_io
-from kernelscope.spec import DTYPES, Declined, Shape
+from kernelscope.records import (  # noqa: F401 - rundata.case_commits etc., as the report and compare call them
+    capped_measurements,
+    case_card,
+    case_cards,
+    case_commit,
+    case_commits,
+    declaration,
+)
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -32,42 +39,36 @@ def collect(results: Path) -> dict[str, Any]:
         "specs": specs,
         "environment": _load(results / "environment.json") or {},
         "calibration": _load(results / "calibration.json") or {},
-        "reruns": _load(results / "reruns.json") or {"status": "none", "reason": "no reruns.json (an older run)"},
+        "reruns": _load(results / "reruns.json"),
         "cases": [],
         "job_costs": _job_costs(results, specs["cases"]),
         "run": runsummary.summarize(results),
     }
     for case in specs["cases"]:
         rel = Path(case["kernel"]) / case["dtype"] / case["shape"]
+        docs = {stage: _load(results / stage / rel.with_suffix(".json")) for stage in results_io.PER_CASE}
+        for stage, doc in docs.items():
+            if doc is not None and "declaration" not in doc:
+                raise results_io.CorruptResult(
+                    results / stage / rel.with_suffix(".json"),
+                    "has no declaration (written before the records carried the kernel declaration they were "
+                    "measured under)",
+                    f"migrate the folder once with `python scripts/migrate-results.py {results}` (where torch "
+                    "is installed), then read it again",
+                )
         data["cases"].append(
             {
                 **case,
-                "correctness": _load(results / "correctness" / rel.with_suffix(".json")),
-                "timing": _load(results / "timing" / rel.with_suffix(".json")),
-                "profile": _load(results / "profile" / rel.with_suffix(".json")),
-                "ncu": _load(results / "ncu" / rel.with_suffix(".json")),
-                "sweeps": (_load(results / "sweep" / rel.with_suffix(".json")) or {}).get("variants", []),
+                "correctness": docs["correctness"],
+                "timing": docs["timing"],
+                "profile": docs["profile"],
+                "ncu": docs["ncu"],
+                "sweeps": (docs["sweep"] or {}).get("variants", []),
+                # the declaration the case was measured under, from the first of its records that exists
+                "declaration": next((d["declaration"] for d in docs.values() if d), None),
             }
         )
-        _mark_declined(data["cases"][-1])
     return data
-
-
-def _mark_declined(case: dict[str, Any]) -> None:
-    """Records written before correctness stored ``declined`` get it from the kernel's declaration: whether
-    the implementation's ``supports`` reason for this case is a :class:`~kernelscope.spec.Declined` budget."""
-    gate = case["correctness"] or {}
-    pending = [r for r in gate.get("implementations", []) if r["status"] == "unsupported" and "declined" not in r]
-    if not pending:
-        return
-    spec = registry.get(case["kernel"])
-    shape = Shape(case["params"], case["reason"])
-    for rec in pending:
-        try:
-            reason = spec.implementation(rec["implementation"]).unsupported_reason(shape, DTYPES[case["dtype"]])
-        except KeyError:  # an implementation the module no longer declares
-            reason = None
-        rec["declined"] = isinstance(reason, Declined)
 
 
 def _sub(rec: dict[str, Any], key: str, field: str) -> float | None:
@@ -120,60 +121,6 @@ def case_label(case: dict[str, Any]) -> str:
     return f"{case['kernel']} {case['shape']} {case['dtype']}"
 
 
-def case_commit(data: dict[str, Any], case: dict[str, Any]) -> str | None:
-    """The commit whose code timed this case (the run's environment commit for records without one)."""
-    if not case["timing"]:
-        return None
-    return str((case["timing"].get("git") or {}).get("commit") or (data["environment"].get("git") or {}).get("commit"))
-
-
-def case_card(data: dict[str, Any], case: dict[str, Any]) -> str | None:
-    """The card that timed this case (the run's environment card for records without one)."""
-    if not case["timing"]:
-        return None
-    return str((case["timing"].get("nvml") or {}).get("uuid") or (data["environment"].get("gpu") or {}).get("uuid"))
-
-
-def capped_measurements(data: dict[str, Any]) -> int:
-    """Timed records that stopped at a cap without meeting the stopping rule. The rule is re-applied to the
-    data with each job's own settings, because records written before timing.measure required min_samples
-    at a cap (the H200 runs of 5f19e28 and 93b7ea7) could say "reached" with fewer samples than that."""
-    count = 0
-    for case in data["cases"]:
-        doc = case["timing"] or {}
-        min_samples = int((doc.get("settings") or {}).get("min_samples", 0))
-        count += sum(
-            1
-            for r in doc.get("implementations", [])
-            if r.get("status") == "ok" and (not r.get("target_reached") or r.get("n", 0) < min_samples)
-        )
-    return count
-
-
-def _timed_cases_by(data: dict[str, Any], record: str, env: str, field: str) -> dict[str, int]:
-    """Timed cases per value of ``timing[record][field]``; records without it count under the run's
-    ``environment[env][field]``."""
-    run_value = (data["environment"].get(env) or {}).get(field)
-    counts: dict[str, int] = {}
-    for case in data["cases"]:
-        if case["timing"]:
-            value = str((case["timing"].get(record) or {}).get(field) or run_value)
-            counts[value] = counts.get(value, 0) + 1
-    return counts
-
-
-def case_commits(data: dict[str, Any]) -> dict[str, int]:
-    """Timed cases per git commit of the job that timed them (records from before the commit was stored per
-    case count under the run's environment commit)."""
-    return _timed_cases_by(data, "git", "git", "commit")
-
-
-def case_cards(data: dict[str, Any]) -> dict[str, int]:
-    """Timed cases per physical GPU (NVML UUID in each timing record; records without one count under the
-    run's environment card). A resumed run can hold cases timed on different cards of one model."""
-    return _timed_cases_by(data, "nvml", "gpu", "uuid")
-
-
 def _job_costs(results: Path, cases: list[dict[str, Any]]) -> pd.DataFrame:
     """Wall time of every job of the planned cases (``runsummary.job_walls``), as a table."""
     return pd.DataFrame(runsummary.job_walls(results, cases), columns=["stage", "kernel", "dtype", "shape", "wall_s"])
@@ -189,9 +136,8 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
     correctness_rows, timing_rows, sample_rows, sweep_rows, profile_rows, claim_rows = [], [], [], [], [], []
     for case in data["cases"]:
         key = {"kernel": case["kernel"], "shape": case["shape"], "dtype": case["dtype"]}
-        spec = registry.get(case["kernel"])
-        shape = Shape(case["params"], case["reason"])
-        flops, nbytes = spec.flops(shape), spec.bytes_moved(shape, DTYPES[case["dtype"]])
+        declared = declaration(case)
+        flops, nbytes = declared.get("flops"), declared.get("bytes_moved")
         copy_gbps, mm_tflops = _ceilings(data["calibration"], case["dtype"])
         gate = case["correctness"] or {}
         for rec in gate.get("implementations", []) + gate.get("negative_controls", []):
@@ -208,7 +154,7 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
                     "max_abs_err": rec.get("max_abs_err"),
                     "max_rel_err": rec.get("max_rel_err"),
                     "rel_l2_err": rec.get("rel_l2_err"),
-                    **{inv.name: rec.get(inv.name) for inv in spec.invariants},
+                    **{inv["name"]: rec.get(inv["name"]) for inv in declared.get("invariants", [])},
                     "failure": rec.get("failure") or rec.get("reason"),
                 }
             )
@@ -305,18 +251,25 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
                                 "a",
                                 "b",
                                 "verdict",
-                                "basis",
-                                "why",
+                                "basis_key",
+                                "reason",
+                                "effect_rel",
                                 "rel_diff",
                                 "mannwhitney_p",
                                 "aa_floor_rel",
                                 "median_a_us",
                                 "median_b_us",
+                                "basis",
+                                "why",
                             )
                         },
+                        "floor_rel": c.get("threshold_rel"),
                         "speedup": (c["median_b_us"] / c["median_a_us"] if c.get("median_a_us") else None),
-                        "sentence": claims.sentence(c),
-                        "sentence_noted": claims.sentence(c, "¹"),
+                        # the views, rendered from the codes (kernelscope.wording); nothing reads them back
+                        "why_noted": wording.why(c, "¹"),
+                        "note": wording.note(c),
+                        "sentence": wording.sentence(c),
+                        "sentence_noted": wording.sentence(c, "¹"),
                     }
                 )
         for sw in case["sweeps"]:
@@ -356,9 +309,10 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
 
 
 def enqueue_modes(data: dict[str, Any]) -> set[str]:
-    """How the run's timed samples were enqueued (``batched:<k>``, or ``per-sample-sync`` for older records)."""
+    """How the run's timed samples were enqueued (``batched:<k>``, ``host`` under the interpreter,
+    ``per-sample-sync`` for records from before batched enqueue)."""
     return {
-        rec.get("enqueue", "per-sample-sync")
+        rec["enqueue"]
         for case in data["cases"]
         if case["timing"]
         for rec in case["timing"]["implementations"]

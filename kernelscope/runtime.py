@@ -12,7 +12,7 @@ from functools import cache
 
 import torch
 
-from kernelscope.cases import ANY_GPU, INTERPRETER_KEY, slug
+from kernelscope.naming import ANY_GPU, INTERPRETER_KEY, slug
 
 
 @cache

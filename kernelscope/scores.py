@@ -12,7 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import claims, registry
+from kernelscope import claims
+from kernelscope.records import declaration
 from kernelscope.rundata import case_label
 
 MET = "met"
@@ -154,23 +155,21 @@ def targets(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> pd.DataFrame:
     timing = tbl["timing"]
     out = []
     for case in data["cases"]:
-        spec = registry.get(case["kernel"])
-        if not spec.targets:
+        declared = declaration(case).get("targets", [])
+        if not declared:
             continue
         ok = _case_rows(timing, case)
         recs = {r["implementation"]: r for _, r in ok.iterrows()}
         nbytes = next(iter(recs.values()))["bytes_moved"] if recs else None
         passed = claims.passed_gate(case["correctness"])
-        for target in spec.targets:
+        for target in declared:  # those that cover the case (kernelscope.spec.KernelSpec.declaration)
             if nbytes is None:
                 continue  # an untimed case: the Does-not-support list names it
-            if not target.covers(case["params"], case["dtype"], nbytes):
-                continue
             gate = next(
                 (
                     r
                     for r in (case["correctness"] or {}).get("implementations", [])
-                    if r["implementation"] == target.variant
+                    if r["implementation"] == target["variant"]
                 ),
                 {},
             )
@@ -178,17 +177,17 @@ def targets(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 continue  # outside the variant's design: the target does not speak about it
             row = {
                 "kernel": case["kernel"],
-                "target": target.label,
+                "target": target["label"],
                 "case": case_label(case),
-                "variant": target.variant,
-                "at_least": target.at_least,
-                "reason": target.reason,
+                "variant": target["variant"],
+                "at_least": target["at_least"],
+                "reason": target["reason"],
                 "value": None,
                 "ci_low": None,
                 "ci_high": None,
                 "note": "",
             }
-            names = [target.variant] + ([target.baseline] if target.baseline else [])
+            names = [target["variant"]] + ([target["baseline"]] if target["baseline"] else [])
             missing = [n for n in names if n not in recs or n not in passed]
             if missing:
                 row.update(
@@ -198,17 +197,17 @@ def targets(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> pd.DataFrame:
                         for n in missing
                     ),
                 )
-            elif target.metric == "speedup":
-                r = ratio(recs[target.baseline], recs[target.variant])
+            elif target["metric"] == "speedup":
+                r = ratio(recs[target["baseline"]], recs[target["variant"]])
                 row.update(
                     value=r["speedup"],
                     ci_low=r["ci_low"],
                     ci_high=r["ci_high"],
-                    verdict=_verdict(r["speedup"], r["ci_low"], r["ci_high"], target.at_least),
+                    verdict=_verdict(r["speedup"], r["ci_low"], r["ci_high"], target["at_least"]),
                     note=f"basis: {r['basis']}",
                 )
             else:
-                rec = recs[target.variant]
+                rec = recs[target["variant"]]
                 pct = rec.get("pct_copy_bw")
                 if pd.isna(pct):
                     row.update(verdict=NOT_RESOLVED, note="no measured copy bandwidth in this run")
@@ -223,7 +222,7 @@ def targets(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> pd.DataFrame:
                         value=pct,
                         ci_low=low,
                         ci_high=high,
-                        verdict=_verdict(pct, low, high, target.at_least),
+                        verdict=_verdict(pct, low, high, target["at_least"]),
                         note=name + (", launch-bound" if rec.get("launch_bound") else ""),
                     )
             out.append(row)

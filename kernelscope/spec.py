@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from kernelscope.catalog import shape_id
+from kernelscope.naming import shape_id
 
 #: dtypes a config may name, by their config spelling.
 DTYPES: dict[str, torch.dtype] = {
@@ -291,6 +291,50 @@ class KernelSpec:
             if shape.id == shape_id:
                 return shape
         raise KeyError(f"kernel {self.name!r}, shape set {shape_set!r} has no shape {shape_id!r}")
+
+    def declaration(self, shape: Shape, dtype_name: str) -> dict[str, Any]:
+        """What the reading side needs of this declaration for one case, as data: every per-case result carries
+        it (``cli._case_header``), so the report, the claims and a comparison read a run from its results
+        alone, never from the kernel modules installed when they are read. FLOPs and bytes keep the type the
+        models return (a CSV prints an int and a float apart); targets are those that cover the case; each
+        implementation's ``supports`` reason is recorded with whether it is a :class:`Declined` budget."""
+        dtype = DTYPES[dtype_name]
+        nbytes = self.bytes_moved(shape, dtype)
+
+        def implementation(impl: Implementation) -> dict[str, Any]:
+            reason = impl.unsupported_reason(shape, dtype)
+            return {
+                "name": impl.name,
+                "kind": impl.kind,
+                "description": impl.description,
+                "unsupported": None if reason is None else str(reason),
+                "declined": isinstance(reason, Declined),
+            }
+
+        return {
+            "description": self.description,
+            "flops": self.flops(shape),
+            "bytes_moved": nbytes,
+            "invariants": [{"name": inv.name, "reason": inv.reason} for inv in self.invariants],
+            "implementations": [implementation(i) for i in self.implementations],
+            "negative_controls": [
+                {"name": c.name, "description": c.description, "rejected_for": c.rejected_for}
+                for c in self.negative_controls
+            ],
+            "primary_baseline": self.primary_baseline,
+            "targets": [
+                {
+                    "label": t.label,
+                    "variant": t.variant,
+                    "baseline": t.baseline,
+                    "metric": t.metric,
+                    "at_least": t.at_least,
+                    "reason": t.reason,
+                }
+                for t in self.targets
+                if t.covers(shape.params, dtype_name, nbytes)
+            ],
+        }
 
     def tolerance(self, dtype: torch.dtype) -> Tolerance:
         try:

@@ -8,6 +8,7 @@ the spread from worst to best and where the hand-written default config stands.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -55,6 +56,27 @@ def _failed(rec: dict[str, Any], exc: BaseException) -> None:
         }
     )
     faults.after_failure()
+
+
+#: what a config's record keeps of a measurement
+_KEPT = ("median_us", "p20_us", "p80_us", "min_us", "max_us", "n", "ci95_low_us", "ci95_high_us", "l2_flushed")
+
+
+def _time_config(fn, settings: timing.TimingSettings, flush: timing.L2Flusher, first_call_us: float) -> dict[str, Any]:
+    """One config's time, for ranking: device time (CUPTI kernel timestamps), sized by its first call; event
+    medians of kernels of a few µs carry the host's launch path, and two runs' sweeps picked different configs
+    by them (docs/timing-basis.md). Where the device basis does not run (no CUPTI), event samples instead;
+    ``basis`` says which."""
+    for _ in range(settings.warmup):
+        fn()
+    device = timing.measure_device(fn, settings, flush, first_call_us)
+    if device.get("status") == "ok":
+        return {**{k: device[k] for k in _KEPT}, "device_samples_us": device["samples_us"], "basis": "device"}
+    measured = timing.measure(fn, dataclasses.replace(settings, clock_warmup_s=0.0), with_first_call=False, flush=flush)
+    out = {**{k: measured[k] for k in _KEPT}, "samples_us": measured["samples_us"], "basis": "event"}
+    if device.get("status") == "failed":
+        out["device_failure"] = device.get("reason")
+    return out
 
 
 def sweep_variant(
@@ -123,38 +145,15 @@ def sweep_variant(
         timed.append((rec, made["fn"]))
     flush = timing.L2Flusher(settings.flush_l2)
     with gpus.exclusive(f"sweep {impl.name}"):
+        if timed:  # the configs run back to back: the clock leaves idle once, on the first of them
+            timing.warm_clocks(timed[0][1], settings.clock_warmup_s)
         for rec, fn in timed:
             try:
                 with faults.bounded(f"{impl.name} {rec['key']}"):
-                    measured = timing.measure(fn, settings, with_first_call=False, flush=flush)
-                    device = timing.measure_device(fn, settings, flush, measured["median_us"])
+                    rec.update(_time_config(fn, settings, flush, rec["first_call_ms"] * 1e3))
             except Exception as exc:  # noqa: BLE001 - recorded; the other configs still run
                 _failed(rec, exc)
                 continue
-            rec.update(
-                {
-                    k: measured[k]
-                    for k in (
-                        "median_us",
-                        "p20_us",
-                        "p80_us",
-                        "min_us",
-                        "max_us",
-                        "n",
-                        "ci95_low_us",
-                        "ci95_high_us",
-                        "l2_flushed",
-                    )
-                }
-            )
-            rec["samples_us"] = measured["samples_us"]
-            if device.get("status") == "ok":
-                # configs are ranked by device time: event medians of kernels of a few µs carry the host's
-                # launch path, and two runs' sweeps picked different configs by them (docs/timing-basis.md)
-                rec.update(event_median_us=rec["median_us"], median_us=device["median_us"], basis="device")
-                rec["device_samples_us"] = device["samples_us"]
-            else:
-                rec["basis"] = "event"
             rec["status"] = "ok"
     return {"implementation": impl.name, "status": "ok", **summarize(records)}
 
@@ -169,9 +168,8 @@ def sweep_case(
 ) -> dict[str, Any]:
     """Every Triton variant of one case (one job, so process start-up is paid once per case)."""
     variants: list[dict[str, Any]] = []
-    # CUPTI's first start in a process takes seconds: outside the exclusive sections (docs/timing-basis.md)
-    with gpus.shared("device basis"):
-        timing.prepare_device_basis()
+    # CUPTI's first start in a process takes seconds: before any exclusive section (docs/timing-basis.md)
+    timing.prepare_device_basis(lambda: gpus.shared("device basis"))
     # if a hang cannot be interrupted, the job writes the variants swept so far (faults.bounded)
     faults.on_abandon(lambda label: {"variants": list(variants), "compile_workers": compile_workers})
     for impl in spec.triton_variants:

@@ -358,13 +358,17 @@ def host_wall_us(fn: Callable[[], Any], calls: int) -> float:
     return (t1 - t0) * 1e6 / calls
 
 
-def prepare_device_basis() -> None:
-    """Compile the delimiter kernel and start CUPTI once (its first start takes a while), before the GPU is
-    taken exclusively (the caller holds the shared lock: one small kernel runs); a failure here is recorded
-    by the measurement that fails again."""
+def prepare_device_basis(lock: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext) -> None:
+    """Start CUPTI once, then compile the delimiter kernel and run it once, before the GPU is taken
+    exclusively. CUPTI's first start in a process takes seconds of host time and runs no device work, so
+    it holds no lock; the delimiter is one small kernel, run under ``lock()`` (the caller passes the shared
+    GPU lock: never inside another job's sampling). A failure here is recorded by the measurement that
+    fails again."""
     if runtime.select_backend() != "cuda":
         return
-    with contextlib.suppress(Exception):  # an empty closure runs no device work: sample() says so, as expected
+    with contextlib.suppress(Exception), devicetime._default_profile():
+        pass
+    with lock(), contextlib.suppress(Exception):  # an empty closure runs no device work: sample() says so
         devicetime.sample(lambda: None, _delimiter(L2Flusher(False)), 1, 1, lambda k: None, torch.cuda.synchronize)
 
 

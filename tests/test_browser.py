@@ -14,14 +14,13 @@ import json
 import re
 import shutil
 import subprocess
-import tarfile
 from html import unescape as html_unescape
 from pathlib import Path
 
 import pytest
 
 from kernelscope import report
-from workflow_support import ROOT
+from workflow_support import ROOT, archived_results
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")
@@ -49,9 +48,7 @@ def page(tmp_path_factory) -> Path:
     """A committed H200 run of the default configuration (85 cases), re-rendered, with a kernel name holding
     < and > in its profile table."""
     root = tmp_path_factory.mktemp("browser")
-    with tarfile.open(ROOT / "reports" / RUN / "raw-results.tar.gz") as tar:
-        tar.extractall(root, filter="data")
-    results = root / "results" / "nvidia-h200"
+    results = archived_results(RUN, root)
     path = results / "profile" / "softmax" / "float16" / "M8192_N8192.json"
     doc = json.loads(path.read_text())
     doc["implementations"][0]["kernels"][0]["name"] = "kernel<script>alert(1)</script>"

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from kernelscope import claims, compare, report, rundata
+from kernelscope.verdicts import Basis, Reason, Verdict
 from workflow_support import ROOT
 
 CASE = Path("timing") / "softmax" / "float16" / "M8192_N8192.json"
@@ -290,7 +291,7 @@ def test_a_measurement_carried_into_both_runs_is_not_a_reproduction(h200, tmp_pa
     _edit(carried / CASE, lambda doc: doc.update(created="2027-01-01T00:00:00+0000"))  # one case re-timed
     a, b = rundata.collect(h200), rundata.collect(carried)
     rows = compare.compare_cases(a, b)
-    same = rows["why"].astype(str).str.startswith(compare.SAME_MEASUREMENT)
+    same = rows["reason"] == Reason.SAME_MEASUREMENT
     assert (rows.loc[same, "verdict"] == compare.NOT_COMPARABLE).all()
     assert set(rows.loc[~same & (rows["verdict"] != compare.NOT_COMPARABLE), "shape"]) == {"M8192_N8192"}
     timed_cases = {(c["kernel"], c["shape"], c["dtype"]) for c in a["cases"] if c["timing"]}
@@ -298,7 +299,7 @@ def test_a_measurement_carried_into_both_runs_is_not_a_reproduction(h200, tmp_pa
     text = json.dumps(compare.document(a, b, compare.comparability(a, b), rows), ensure_ascii=False)
     assert f"Any run-to-run statement on {len(timed_cases) - 1} cases" in text
     # pairs timed in both runs, less the carried ones and those one run has no timing of (no test at all)
-    untimed = rows["why"].astype(str).str.startswith(compare.UNTIMED)
+    untimed = rows["reason"] == Reason.NO_TIMING_IN_RUN
     measured = int((~same & ~untimed).sum())
     assert f"of {measured} implementation × case pairs timed in both runs" in text
 
@@ -430,3 +431,21 @@ def test_every_failed_or_crashed_record_and_every_dead_control_is_refused_by_nam
         f"The correctness verdicts for {where}: the negative control {controls[1]['implementation']} was "
         "accepted, so the gate is too loose there." in said
     )
+
+
+def test_the_claims_table_carries_codes_that_agree_with_its_words(h200):
+    """claims.csv: every row's verdict, basis and reason are codes; a resolved claim's effect is above its floor
+    and an unresolved one's at or below it (for that reason); the graph-replay reason is in ``why`` only where
+    the basis code says graph replay, and never in the table's note. (Planted: floor_rel taken from the A/A
+    floor alone; the graph reason left in the note.)"""
+    df = rundata.tables(rundata.collect(h200))["claims"]
+    assert set(df["verdict"]) <= set(Verdict) and set(df["reason"]) <= set(Reason)
+    assert set(df["basis_key"].dropna()) <= set(Basis)
+    above, below = df[df["reason"] == Reason.ABOVE_FLOOR], df[df["reason"] == Reason.BELOW_FLOOR]
+    assert len(above) and set(above["verdict"]) <= {Verdict.FASTER, Verdict.SLOWER}
+    assert (above["effect_rel"] > above["floor_rel"]).all() and (below["effect_rel"] <= below["floor_rel"]).all()
+    graph = df["basis_key"] == Basis.GRAPH
+    assert graph.any() and df.loc[graph, "why"].str.endswith(claims.GRAPH_BASIS_REASON).all()
+    assert not df["why"][~graph].str.contains(claims.GRAPH_BASIS_REASON, regex=False).any()
+    assert not df["note"].str.contains(claims.GRAPH_BASIS_REASON, regex=False).any()
+    assert df.loc[graph, "why_noted"].str.contains("; by graph replay¹", regex=False).all()

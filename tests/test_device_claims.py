@@ -10,9 +10,11 @@ ranking by device time (issue 21). Each test names the planted bug it caught whe
   its device time is above its host launch cost.
 - rerun observations / floors: a pair of runs whose sweeps chose different configs counted as a rerun;
   kinds pooled; the pair floor as the larger side instead of the quadrature sum; a size class edge off by one.
-- sweep_ranks_by_device_time: the sweep ranking configs by event medians.
+- sweep_ranks_by_device_time: the sweep ranking configs by event medians; event samples taken although device
+  time ran; no event fallback where CUPTI fails.
 - sweep_starts_the_profiler_before_taking_the_gpu: the sweep job's CUPTI start-up left to the first config's
-  sampling, inside the exclusive section.
+  sampling, inside the exclusive section; the start-up under the shared lock; the delimiter's first run
+  under no lock.
 """
 
 import contextlib
@@ -26,6 +28,7 @@ from standin_device import SHAPE, StandinDevice, sampling_settings
 
 from kernelscope import claims, devicetime, reruns, sweep
 from kernelscope.spec import Implementation, KernelSpec, Tolerance
+from kernelscope.verdicts import Basis
 
 standin_cuda = standin_device.standin_cuda
 
@@ -100,7 +103,7 @@ def test_device_basis_is_used_and_floored():
     # events say the Triton kernel is 30 % slower (host launch path); device time says 10 % faster
     a, b = _rec("triton_x", "triton", 13.0, 9.0), _rec("torch", "eager", 10.0, 10.0)
     claim = claims.compare(a, b, 0.001, interpreter=False, calibration=CALIBRATION, aa_device={"device": 0.002})
-    assert claim["verdict"] == claims.FASTER and claim["basis"] == claims.DEVICE_BASIS
+    assert claim["verdict"] == claims.FASTER and claim["basis_key"] == Basis.DEVICE
     assert claim["median_a_us"] == pytest.approx(9.0)
     floor = claim["rerun_floor"]
     assert floor["rel"] == pytest.approx(math.hypot(0.03, 0.04)) and floor["trials"] == 3
@@ -145,7 +148,7 @@ def test_sustained_basis_and_regime():
     # the same direction in both regimes: a claim on the sustained samples
     a2 = _rec("triton_x", "triton", 1500, 1400, sustained_us=1450)
     agree = claims.compare(a2, b, 0.0, False, calibration=cal)
-    assert agree["verdict"] == claims.FASTER and agree["basis"] == claims.SUSTAINED_BASIS
+    assert agree["verdict"] == claims.FASTER and agree["basis_key"] == Basis.SUSTAINED
     assert agree["median_a_us"] == pytest.approx(1450)
 
 
@@ -265,14 +268,23 @@ def test_sweep_ranks_by_device_time(standin_cuda: StandinDevice):
     settings = sampling_settings(device_time_s=1e-4, device_min_samples=10, device_max_samples=10)
     result = sweep.sweep_variant(spec, impl, SHAPE, torch.float32, settings)
     by_key = {r["key"]: r for r in result["configs"]}
-    assert by_key["c=a"]["event_median_us"] > by_key["c=b"]["event_median_us"]
     assert by_key["c=a"]["median_us"] == pytest.approx(2.0) and by_key["c=a"]["basis"] == "device"
+    assert by_key["c=b"]["median_us"] == pytest.approx(3.0) and "samples_us" not in by_key["c=b"]
     assert result["best"]["config"] == {"c": "a"}
+    # with no CUPTI (the profiler fails to start), events rank the configs, and the record says so
+    standin_cuda.profiler_error = RuntimeError("no CUPTI here")
+    result = sweep.sweep_variant(spec, impl, SHAPE, torch.float32, settings)
+    by_key = {r["key"]: r for r in result["configs"]}
+    assert {r["basis"] for r in result["configs"]} == {"event"}
+    assert "no CUPTI here" in by_key["c=a"]["device_failure"]
+    assert by_key["c=a"]["median_us"] > by_key["c=b"]["median_us"] >= 3.0
+    assert result["best"]["config"] == {"c": "b"}
 
 
 def test_sweep_starts_the_profiler_before_taking_the_gpu(standin_cuda: StandinDevice, monkeypatch):
-    """CUPTI's first start in a process takes seconds (docs/timing-basis.md): a sweep job starts it under the
-    shared lock, so the first profiler session is never inside an exclusive section."""
+    """CUPTI's first start in a process takes seconds of host time (docs/timing-basis.md): a sweep job starts
+    it holding no lock (it runs no device work; under the shared lock it kept the samplers waiting), and runs
+    the delimiter's first launch under the shared lock, so neither is inside an exclusive section."""
     held: list[str] = []
     sessions: list[list[str]] = []
 
@@ -296,6 +308,5 @@ def test_sweep_starts_the_profiler_before_taking_the_gpu(standin_cuda: StandinDe
     settings = sampling_settings(device_time_s=1e-4, device_min_samples=10, device_max_samples=10)
     doc = sweep.sweep_case(spec, SHAPE, torch.float32, settings)
     assert doc["variants"][0]["best"]["config"] == {"c": "a"}
-    assert len(sessions) == 3  # the start-up session, then one per config
-    assert sessions[0] == ["shared"]
-    assert all(s == ["exclusive"] for s in sessions[1:])
+    # CUPTI's start (no device work, no lock), the delimiter's first run (shared), then one per config
+    assert sessions == [[], ["shared"], ["exclusive"], ["exclusive"]]

@@ -14,7 +14,8 @@ from workflow_support import ROOT, copy_workflow, snakemake
 
 def test_the_committed_index_is_the_published_runs_whatever_else_is_under_reports(tmp_path):
     reports = tmp_path / "reports"
-    # what the index reads of each published run: its run.json, its comparisons' report.md, its raw results
+    # what the index reads of each published run: its run.json, its comparisons' report.md and comparison.csv, its
+    # raw results
     for run in sorted((ROOT / "reports").glob("*/run.json")):
         name = run.parent.name
         (reports / name).mkdir(parents=True)
@@ -23,7 +24,9 @@ def test_the_committed_index_is_the_published_runs_whatever_else_is_under_report
         (reports / name / index.PUBLISHED).touch()
         for compared in run.parent.glob("compare/*/report.md"):
             (reports / name / "compare" / compared.parent.name).mkdir(parents=True)
-            shutil.copy(compared, reports / name / "compare" / compared.parent.name / "report.md")
+            for kept in ("report.md", "comparison.csv"):
+                if (compared.parent / kept).is_file():
+                    shutil.copy(compared.parent / kept, reports / name / "compare" / compared.parent.name / kept)
     # beside them, a run of this checkout (make run) with a comparison against a published run
     local = reports / "cpu-interpreter"
     (local / "compare" / "nvidia-h200").mkdir(parents=True)

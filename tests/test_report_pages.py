@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import tarfile
 import xml.etree.ElementTree as ET
 from itertools import combinations
 from pathlib import Path
@@ -23,7 +22,7 @@ import pandas as pd
 import pytest
 
 from kernelscope import firstpage, plots, report, rundata, scores
-from workflow_support import ROOT
+from workflow_support import archived_results
 
 #: an archived run of the default configuration (85 cases, 6 kernels)
 RUN = "nvidia-h200-6df3c14"
@@ -49,9 +48,7 @@ def _scale(rec: dict, factor: float) -> None:
 def run(tmp_path_factory) -> tuple[Path, Path]:
     """The archived run with the Triton variants of one kernel made twice as fast, and its rendered report."""
     root = tmp_path_factory.mktemp("pages")
-    with tarfile.open(ROOT / "reports" / RUN / "raw-results.tar.gz") as tar:
-        tar.extractall(root, filter="data")
-    results = root / "results" / "nvidia-h200"
+    results = archived_results(RUN, root)
     for path in sorted((results / "timing" / FASTER_KERNEL).rglob("*.json")):
         doc = json.loads(path.read_text())
         for rec in doc["implementations"]:
