@@ -128,7 +128,7 @@ def headline(rows: pd.DataFrame, path: Path) -> bool:
 
 def speedup(ratios: pd.DataFrame, kernel: str, path: Path) -> bool:
     """Best Triton variant over each baseline, per case, with the ratio's CI (from both medians' CIs), on a
-    log axis; 1 is parity."""
+    log axis; 1 is parity. Each point's tooltip names its case, baseline and ratio."""
     rows = ratios[(ratios["kernel"] == kernel) & ratios["speedup"].notna()] if not ratios.empty else ratios
     if rows.empty:
         return False
@@ -136,22 +136,28 @@ def speedup(ratios: pd.DataFrame, kernel: str, path: Path) -> bool:
     baselines = list(dict.fromkeys(rows["baseline"]))
     fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.32 * len(cases) * max(1, len(baselines)) ** 0.5))
     step = 0.6 / max(1, len(baselines))
+    titles: dict[str, str] = {}
     for i, (base, marker) in enumerate(zip(baselines, itertools.cycle(MARKERS))):
         sub = rows[rows["baseline"] == base]
         y = [cases.index(c) + (i - (len(baselines) - 1) / 2) * step for c in sub["case"]]
         low = (sub["speedup"] - sub["ci_low"]).clip(lower=0).fillna(0)
         high = (sub["ci_high"] - sub["speedup"]).clip(lower=0).fillna(0)
-        ax.errorbar(
-            sub["speedup"],
-            y,
-            xerr=[low, high],
-            fmt=marker,
-            color=COLOURS[i % len(COLOURS)],
-            ms=5,
-            capsize=2,
-            lw=1,
-            label=f"vs {base}",
-        )
+        for j, (_, r) in enumerate(sub.iterrows()):  # one artist per point, so each carries its tooltip
+            gid = f"speedup-{len(titles)}"
+            ci = f" [{r['ci_low']:.3g}–{r['ci_high']:.3g}]" if pd.notna(r["ci_low"]) and pd.notna(r["ci_high"]) else ""
+            titles[gid] = f"{kernel} {r['case']}: {r['best_triton']} vs {base} {r['speedup']:.3g}×{ci} ({r['basis']})"
+            drawn = ax.errorbar(
+                [r["speedup"]],
+                [y[j]],
+                xerr=[[low.iloc[j]], [high.iloc[j]]],
+                fmt=marker,
+                color=COLOURS[i % len(COLOURS)],
+                ms=5,
+                capsize=2,
+                lw=1,
+                label=f"vs {base}" if j == 0 else None,
+            )
+            drawn.lines[0].set_gid(gid)  # the marker (errorbar would give its bars and caps the same id)
     ax.axvline(1.0, color="#555", lw=0.8, ls="--")
     ax.set_xscale("log")
     ax.set_yticks(range(len(cases)), cases)
@@ -161,7 +167,7 @@ def speedup(ratios: pd.DataFrame, kernel: str, path: Path) -> bool:
     ax.grid(True, axis="x", which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    return _save(fig, path)
+    return _save(fig, path, titles)
 
 
 #: dtype names as roofline labels write them

@@ -7,7 +7,7 @@ Planted bugs each test caught when it was written (then reverted):
 - headline values: the headline drawn against every baseline, not the primary one;
 - labels never collide: the overlap check in ``plots.place_labels`` skipped; the points left out of what
   labels must avoid;
-- tooltips: ``plots.with_titles`` given no titles.
+- tooltips: ``plots.with_titles`` given no titles; the kernel pages' speedup figure saved without its titles.
 """
 
 from __future__ import annotations
@@ -176,9 +176,13 @@ def test_every_roofline_point_has_a_tooltip(tmp_path):
     assert {t.split(":", 1)[0] for t in tips.values() if t} == names
 
 
-def test_every_headline_point_has_a_tooltip(run):
+def test_every_headline_and_kernel_speedup_point_has_a_tooltip(run):
     _, out = run
     tips = _tooltips(out / "plots" / "headline.svg", "headline")
     assert len(tips) > 80 and all(tips.values())
+    ratios = pd.read_csv(out / "tables" / "ratios.csv")
+    for kernel, rows in ratios[ratios["speedup"].notna()].groupby("kernel"):
+        per_kernel = _tooltips(out / "plots" / f"speedup-{kernel}.svg", "speedup")
+        assert len(per_kernel) == len(rows) and all(per_kernel.values()), kernel
     html = (out / "report.html").read_text()
     assert html.count("<title>") - 1 >= len(tips)  # inline in the HTML (one more: the page's own)
