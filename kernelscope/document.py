@@ -1,12 +1,15 @@
 """The document model the reports are written in, and its rendering.
 
-A document is ``{"title", "banner", "warning", "sections": [{"title", "level", "blocks": [...]}]}``; a block
-is text (lines), bullets (items), a table (columns, rows of formatted cells, which columns are code, notes
-under it) or a figure (an SVG file: held inline in the HTML, linked from the Markdown). A section may be
-``collapsed`` (a ``<details>`` element in HTML); every section gets an anchor and a line in the table of
-contents. The run report (``report``), the run-against-run comparison (``compare``) and the index of runs
-(``index``) build documents; the jinja2 templates in ``templates/`` write each as Markdown and as
-autoescaped HTML that loads nothing from elsewhere.
+A document is ``{"title", "banner", "warning", "nav", "toc", "sections": [{"title", "level", "blocks": [...]}]}``
+(``nav``: links under the banner, ``toc``: False for no table of contents; both optional); a block is text
+(lines), bullets (items), a table (columns, rows of formatted cells, which columns are code or links, notes
+under it), links (to other pages of the report) or a figure (an SVG file: held inline in the HTML, linked
+from the Markdown, with an optional caption). A link names the HTML page; the Markdown links the ``.md``
+twin. A section may be ``collapsed`` (a ``<details>`` element in HTML); every section gets an anchor and a
+line in the table of contents. The run report (``report``: a first page, a details page and a page per
+kernel), the run-against-run comparison (``compare``) and the index of runs (``index``) build documents;
+the jinja2 templates in ``templates/`` write each as Markdown and as autoescaped HTML that loads nothing
+from elsewhere.
 """
 
 from __future__ import annotations
@@ -90,9 +93,9 @@ def table(
     }
 
 
-def figure(path: Path, src: str, alt: str) -> dict[str, Any]:
+def figure(path: Path, src: str, alt: str, caption: str = "") -> dict[str, Any]:
     """An SVG written beside the Markdown at ``src`` (relative); the HTML holds its markup inline."""
-    return {"type": "figure", "src": src, "alt": alt, "svg": _svg_body(path.read_text())}
+    return {"type": "figure", "src": src, "alt": alt, "svg": _svg_body(path.read_text()), "caption": caption}
 
 
 def _svg_body(svg: str) -> str:
@@ -122,6 +125,11 @@ def text(*lines: str) -> dict[str, Any]:
 
 def bullets(items: list[str]) -> dict[str, Any]:
     return {"type": "bullets", "items": items}
+
+
+def links(items: list[tuple[str, str]]) -> dict[str, Any]:
+    """A line of links, each (label, relative path of an HTML page, with or without an anchor)."""
+    return {"type": "links", "items": [{"label": label, "href": href} for label, href in items]}
 
 
 def render(doc: dict[str, Any], out: Path, name: str = "report") -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import bases, claims, plots, records, results, rundata, scores
+from kernelscope import bases, claims, firstpage, plots, records, results, rundata, scores
 from kernelscope.document import bullets, figure, kv, render, table, text
 from kernelscope.fingerprint import fingerprint
 from kernelscope.verdicts import Basis, Statement, Topic, topic_order
@@ -95,7 +95,11 @@ def _job_cost_section(data: dict[str, Any]) -> dict[str, Any] | None:
     return {"title": "Run cost", "blocks": blocks}
 
 
-def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
+#: the image identity fields an environment record can carry (shown on the first page too)
+IMAGE_KEYS = ("image_sha256", "image_reference", "image_digest", "base_image", "lock_sha256")
+
+
+def _environment_pairs(data: dict[str, Any]) -> list[tuple[str, Any]]:
     env = data["environment"]
     gpu = env.get("gpu") or {}
     cont = env.get("container") or {}
@@ -136,10 +140,17 @@ def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
             ),
         ),
     ]
-    for key in ("image_sha256", "image_reference", "image_digest", "base_image", "lock_sha256"):
+    for key in IMAGE_KEYS:
         if env.get(key) or cont.get(key):
             pairs.append((key.replace("_", " "), env.get(key) or cont.get(key)))
-    blocks = [text("The run's environment record (the environment job: its machine, card and commit)."), kv(pairs)]
+    return pairs
+
+
+def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
+    blocks = [
+        text("The run's environment record (the environment job: its machine, card and commit)."),
+        kv(_environment_pairs(data)),
+    ]
     commits, cards = rundata.case_commits(data), rundata.case_cards(data)
     if len(commits) > 1 or len(cards) > 1:
         per_case = pd.DataFrame(
@@ -399,8 +410,8 @@ def _answer_section(
     )
     notes = [
         "Speedup = baseline time / best Triton variant's time (above 1: Triton faster), per case on the claim "
-        f"rules' basis ({basis_note}); per-case ratios with 95 % CIs are "
-        "in each kernel's section and figure. Verdicts: Mann–Whitney and A/A-floor rules (Method). Throttled: "
+        f"rules' basis ({basis_note}); per-case ratios with 95 % CIs are in the figure above and on each "
+        "kernel's page. Verdicts: Mann–Whitney and A/A-floor rules (Method). Throttled: "
         "share of the kernel's timed samples taken while throttled or below the steady clock. Whether a run "
         "reproduced another is in their comparison, and per kernel in the index of published runs."
     ]
@@ -419,7 +430,7 @@ def _answer_section(
             notes=notes,
         )
     ]
-    blocks.append(text("Main limits (the full list is in the appendix):"))
+    blocks.append(text("Main limits (every limit: the next section and the details page):"))
     blocks.append(bullets(refusals[:MAIN_REFUSALS]))
     links = _comparisons(out)
     if links:
@@ -668,80 +679,204 @@ def _references_section(data: dict[str, Any]) -> dict[str, Any] | None:
     return {"title": "Reference numbers from elsewhere (not comparable)", "blocks": blocks}
 
 
-def _kernel_sections(
-    data: dict[str, Any], tbl: dict[str, pd.DataFrame], ratios: pd.DataFrame, out: Path
+def _kernel_blocks(
+    data: dict[str, Any], tbl: dict[str, pd.DataFrame], ratios: pd.DataFrame, name: str, out: Path
 ) -> list[dict[str, Any]]:
-    sections = []
-    for name in sorted({c["kernel"] for c in data["cases"]}):
-        # the declaration the kernel's first recorded case was measured under, narrowed to what this run recorded
-        declared = next((records.declaration(c) for c in data["cases"] if c["kernel"] == name and c["declaration"]), {})
-        recorded = {
-            r["implementation"]
-            for c in data["cases"]
-            if c["kernel"] == name and c["correctness"]
-            for r in c["correctness"].get("implementations", []) + c["correctness"].get("negative_controls", [])
-        }
-        impls = [
-            f"{i['name']} ({i['kind']}): {i['description']}"
-            for i in declared.get("implementations", [])
-            if not recorded or i["name"] in recorded
+    """A kernel's declaration as recorded, its ratios per case and baseline and its figures (written under
+    ``out/plots``, linked from the kernel's page one folder down)."""
+    # the declaration the kernel's first recorded case was measured under, narrowed to what this run recorded
+    declared = next((records.declaration(c) for c in data["cases"] if c["kernel"] == name and c["declaration"]), {})
+    recorded = {
+        r["implementation"]
+        for c in data["cases"]
+        if c["kernel"] == name and c["correctness"]
+        for r in c["correctness"].get("implementations", []) + c["correctness"].get("negative_controls", [])
+    }
+    impls = [
+        f"{i['name']} ({i['kind']}): {i['description']}"
+        for i in declared.get("implementations", [])
+        if not recorded or i["name"] in recorded
+    ]
+    controls = [
+        f"negative control {i['name']}: {i['description']}"
+        for i in declared.get("negative_controls", [])
+        if not recorded or i["name"] in recorded
+    ]
+    about = declared.get("description", f"No record of {name} has its declaration: every stage failed to write.")
+    figures = {}
+    for plot, written, alt in (
+        (
+            "speedup",
+            plots.speedup(ratios, name, out / "plots" / f"speedup-{name}.svg"),
+            "speedup of the best Triton variant per case, with 95 % CIs",
+        ),
+        (
+            "sweep",
+            plots.sweep_spread(tbl["sweep"], name, out / "plots" / f"sweep-{name}.svg"),
+            "launch-config sweep spread per variant and case",
+        ),
+    ):
+        if written:
+            path = out / "plots" / f"{plot}-{name}.svg"
+            figures[plot] = figure(path, f"../plots/{plot}-{name}.svg", f"{name}: {alt}")
+    # the picture first, then its numbers
+    blocks = [text(about), bullets(impls + controls)]
+    if "speedup" in figures:
+        blocks.append(figures["speedup"])
+    kr = ratios[ratios["kernel"] == name] if not ratios.empty else ratios
+    if not kr.empty:
+        blocks.append(
+            table(
+                kr.assign(ratio=[_ratio_text(r) for _, r in kr.iterrows()]),
+                [
+                    "verdict",
+                    "ratio",
+                    "case",
+                    "baseline",
+                    "best_triton",
+                    "pct_copy_bw",
+                    "pct_matmul_peak",
+                    "flagged_share",
+                ],
+                notes=["ratio: baseline time / best Triton time [95 % CI]; ᵍ by graph replay (no CI)."],
+            )
+        )
+    if "sweep" in figures:
+        blocks.append(figures["sweep"])
+    return blocks
+
+
+def _page_nav(kernels: list[str], here: str | None) -> list[dict[str, str]]:
+    """The links at the top of a page: the first page, each kernel's page but this one, the details page."""
+    up = "../" if here not in (None, firstpage.DETAILS) else ""
+    nav = [{"label": "← first page", "href": f"{up}report.html"}]
+    nav += [{"label": k, "href": f"{up}{firstpage.kernel_page(k)}"} for k in kernels if k != here]
+    if here != firstpage.DETAILS:
+        nav.append({"label": "details", "href": f"{up}{firstpage.DETAILS}.html"})
+    return nav
+
+
+def kernel_document(
+    data: dict[str, Any],
+    tbl: dict[str, pd.DataFrame],
+    ratios: pd.DataFrame,
+    target_df: pd.DataFrame,
+    name: str,
+    out: Path,
+    head: dict[str, Any],
+) -> dict[str, Any]:
+    """One kernel's page: its declaration, ratios and figures, its targets on every case, and each case's
+    correctness, claims, timing, profile and sweep (collapsed in HTML)."""
+    sections = [{"title": f"Kernel: {name}", "id": "kernel", "blocks": _kernel_blocks(data, tbl, ratios, name, out)}]
+    targets = _targets_section(target_df[target_df["kernel"] == name] if not target_df.empty else target_df)
+    if targets:
+        sections.append(targets)
+    for case in [c for c in data["cases"] if c["kernel"] == name]:
+        sections.append(
+            {
+                "title": f"{name} · {case['shape']} · {case['dtype']}",
+                "level": 3,
+                "collapsed": True,
+                "blocks": _case_blocks(case, tbl),
+            }
+        )
+    kernels = sorted({c["kernel"] for c in data["cases"]})
+    return {**head, "title": f"{name} — {head['title']}", "nav": _page_nav(kernels, name), "sections": sections}
+
+
+def _statements_section(verdict: dict[str, list[str]], refusals: list[str], claim_df: pd.DataFrame) -> dict[str, Any]:
+    graph_note = bool(len(claim_df)) and (claim_df["basis_key"] == Basis.GRAPH).any()
+    return {
+        "title": "Appendix: what this report supports / does not support",
+        "id": "appendix",
+        "blocks": [
+            text("Supports:"),
+            bullets(verdict["supports"] or ["No performance statement."]),
+            text("Does not support:"),
+            bullets(refusals),
         ]
-        controls = [
-            f"negative control {i['name']}: {i['description']}"
-            for i in declared.get("negative_controls", [])
-            if not recorded or i["name"] in recorded
-        ]
-        about = declared.get("description", f"No record of {name} has its declaration: every stage failed to write.")
-        blocks = [text(about), bullets(impls + controls)]
-        kr = ratios[ratios["kernel"] == name] if not ratios.empty else ratios
-        if not kr.empty:
-            blocks.append(
-                table(
-                    kr.assign(ratio=[_ratio_text(r) for _, r in kr.iterrows()]),
+        + ([text(f"¹ {claims.GRAPH_BASIS_REASON}.")] if graph_note else []),
+    }
+
+
+def _roofline_section(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> dict[str, Any] | None:
+    fp = fingerprint(data["environment"])
+    title = f"{fp['gpu'] or 'CPU interpreter'} — torch {fp['torch']}, triton {fp['triton']}"
+    if not plots.roofline(tbl["timing"], data["calibration"], title, out / "plots" / "roofline.svg"):
+        return None
+    return {
+        "title": "Roofline",
+        "blocks": [
+            figure(
+                out / "plots" / "roofline.svg",
+                "plots/roofline.svg",
+                "roofline: arithmetic intensity vs achieved TFLOP/s per kernel and implementation",
+            ),
+            text(
+                "Ceilings are the measured copy bandwidth and library matmul peaks (Measured ceilings); intensity "
+                "uses each kernel's minimal-traffic model. Each case's fastest point is labelled where its label "
+                "collides with no other; every point names itself when hovered (HTML)."
+            ),
+        ],
+    }
+
+
+def details_document(
+    data: dict[str, Any],
+    tbl: dict[str, pd.DataFrame],
+    verdict: dict[str, list[str]],
+    refusals: list[str],
+    out: Path,
+    head: dict[str, Any],
+) -> dict[str, Any]:
+    """Everything a reader checks after the first page: the roofline, how time was measured, the whole
+    environment, the ceilings, the method, the run's cost, every statement and the data files."""
+    sections = [
+        s
+        for s in (
+            _roofline_section(data, tbl, out),
+            bases.seed_section(data),
+            bases.bases_section(data),
+            bases.regime_section(data, tbl["claims"]),
+            _environment_section(data),
+            _calibration_section(data),
+            _method_section(data),
+            _references_section(data),
+            _job_cost_section(data),
+            _statements_section(verdict, refusals, tbl["claims"]),
+        )
+        if s
+    ]
+    sections.append(
+        {
+            "title": "Data",
+            "blocks": [
+                bullets(
                     [
-                        "verdict",
-                        "ratio",
-                        "case",
-                        "baseline",
-                        "best_triton",
-                        "pct_copy_bw",
-                        "pct_matmul_peak",
-                        "flagged_share",
-                    ],
-                    notes=["ratio: baseline time / best Triton time [95 % CI]; ᵍ by graph replay (no CI)."],
+                        "tables/timing.csv — one row per implementation and case (medians, spread, CI, throughput, "
+                        "% of ceilings, commit and card)",
+                        "tables/samples.csv.gz — every timed sample with its SM clock and flag",
+                        "tables/correctness.csv, tables/sweep.csv, tables/profile.csv (whole kernel names), "
+                        "tables/claims.csv, tables/ratios.csv, tables/targets.csv",
+                        "plots/*.svg — the figures; run.json — the run's summary (cases, commits, cards, cost)",
+                        f"raw per-case JSON: results/{data['specs']['device']}/ (path grammar in kernelscope/cases.py)",
+                    ]
                 )
-            )
-        if plots.speedup(ratios, name, out / "plots" / f"speedup-{name}.svg"):
-            blocks.append(
-                figure(
-                    out / "plots" / f"speedup-{name}.svg",
-                    f"plots/speedup-{name}.svg",
-                    f"{name}: speedup of the best Triton variant per case, with 95 % CIs",
-                )
-            )
-        if plots.sweep_spread(tbl["sweep"], name, out / "plots" / f"sweep-{name}.svg"):
-            blocks.append(
-                figure(
-                    out / "plots" / f"sweep-{name}.svg",
-                    f"plots/sweep-{name}.svg",
-                    f"{name}: launch-config sweep spread per variant and case",
-                )
-            )
-        sections.append({"title": f"Kernel: {name}", "blocks": blocks})
-        for case in [c for c in data["cases"] if c["kernel"] == name]:
-            sections.append(
-                {
-                    "title": f"{name} · {case['shape']} · {case['dtype']}",
-                    "level": 3,
-                    "collapsed": True,
-                    "blocks": _case_blocks(case, tbl),
-                }
-            )
-    return sections
+            ],
+        }
+    )
+    kernels = sorted({c["kernel"] for c in data["cases"]})
+    return {
+        **head,
+        "title": f"Details — {head['title']}",
+        "nav": _page_nav(kernels, firstpage.DETAILS),
+        "sections": sections,
+    }
 
 
-def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> dict[str, Any]:
-    """The report of one run; figures are written under ``out/plots``."""
+def documents(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> dict[str, dict[str, Any]]:
+    """The report's pages, by path relative to ``out`` without the suffix: the first page (``report``), the
+    details page and one page per kernel (``kernels/<kernel>``); figures are written under ``out/plots``."""
     specs, env = data["specs"], data["environment"]
     fp = fingerprint(env)
     commits, cards = rundata.case_commits(data), rundata.case_cards(data)
@@ -767,78 +902,39 @@ def document(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> d
         if specs["interpreter"]
         else None
     )
+    head = {"title": f"kernelscope report — {specs['device']}", "banner": banner, "warning": warn}
     verdict = claims.statements(data, tbl)
     # those that change how the whole report is read first (verdicts.Topic's order), then the rest
     refusals = topic_order(_reference_refusals(data) + verdict["does_not_support"])
     ratios = scores.best_ratios(data, tbl) if not specs["interpreter"] else scores.best_ratios(data, tbl).iloc[0:0]
     target_df = scores.targets(data, tbl) if not specs["interpreter"] else pd.DataFrame()
-    sections = [_answer_section(data, tbl, ratios, target_df, refusals, out)]
-    targets = _targets_section(target_df)
-    if targets:
-        sections.append(targets)
-    title = f"{fp['gpu'] or 'CPU interpreter'} — torch {fp['torch']}, triton {fp['triton']}"
-    if plots.roofline(tbl["timing"], data["calibration"], title, out / "plots" / "roofline.svg"):
-        sections.append(
-            {
-                "title": "Roofline",
-                "blocks": [
-                    figure(
-                        out / "plots" / "roofline.svg",
-                        "plots/roofline.svg",
-                        "roofline: arithmetic intensity vs achieved TFLOP/s per kernel and implementation",
-                    ),
-                    text(
-                        "Ceilings are the measured copy bandwidth and library matmul peaks (Measured ceilings); "
-                        "intensity "
-                        "uses each kernel's minimal-traffic model."
-                    ),
-                ],
-            }
+    kernels = sorted({c["kernel"] for c in data["cases"]})
+    basis = (
+        "device time, under sustained load from 1 ms"
+        if bases.has_device_time(data)
+        else "event median; graph replay for launch-bound pairs"
+    )
+    # the answer opens with the headline figure: both in a reader's first screen
+    answer = _answer_section(data, tbl, ratios, target_df, refusals, out)
+    answer["blocks"][:0] = firstpage.headline_blocks(ratios, out, basis)
+    sections = [
+        s
+        for s in (
+            answer,
+            firstpage.targets_summary(target_df),
+            firstpage.supports_section(verdict["supports"], refusals, tbl["claims"]),
+            firstpage.environment_brief(_environment_pairs(data), tuple(k.replace("_", " ") for k in IMAGE_KEYS)),
+            firstpage.kernels_section({k: sum(1 for c in data["cases"] if c["kernel"] == k) for k in kernels}),
         )
-    for extra in (bases.seed_section(data), bases.bases_section(data), bases.regime_section(data, tbl["claims"])):
-        if extra:
-            sections.append(extra)
-    sections += _kernel_sections(data, tbl, ratios, out)
-    sections += [_environment_section(data), _calibration_section(data), _method_section(data)]
-    for extra in (_references_section(data), _job_cost_section(data)):
-        if extra:
-            sections.append(extra)
-    claim_df = tbl["claims"]
-    graph_note = bool(len(claim_df)) and (claim_df["basis_key"] == Basis.GRAPH).any()
-    sections.append(
-        {
-            "title": "Appendix: what this report supports / does not support",
-            "id": "appendix",
-            "blocks": [
-                text("Supports:"),
-                bullets(verdict["supports"] or ["No performance statement."]),
-                text("Does not support:"),
-                bullets(refusals),
-            ]
-            + ([text(f"¹ {claims.GRAPH_BASIS_REASON}.")] if graph_note else []),
-        }
-    )
-    sections.append(
-        {
-            "title": "Data",
-            "blocks": [
-                bullets(
-                    [
-                        "tables/timing.csv — one row per implementation and case (medians, spread, CI, throughput, "
-                        "% of ceilings, "
-                        "commit and card)",
-                        "tables/samples.csv.gz — every timed sample with its SM clock and flag",
-                        "tables/correctness.csv, tables/sweep.csv, tables/profile.csv (whole kernel names), "
-                        "tables/claims.csv, "
-                        "tables/ratios.csv, tables/targets.csv",
-                        "plots/*.svg — the figures above; run.json — the run's summary (cases, commits, cards, cost)",
-                        f"raw per-case JSON: results/{specs['device']}/ (path grammar in kernelscope/cases.py)",
-                    ]
-                )
-            ],
-        }
-    )
-    return {"title": f"kernelscope report — {specs['device']}", "banner": banner, "warning": warn, "sections": sections}
+        if s
+    ]
+    pages = {
+        "report": {**head, "nav": _page_nav(kernels, None)[1:], "toc": False, "sections": sections},
+        firstpage.DETAILS: details_document(data, tbl, verdict, refusals, out, head),
+    }
+    for name in kernels:
+        pages[f"{firstpage.KERNEL_DIR}/{name}"] = kernel_document(data, tbl, ratios, target_df, name, out, head)
+    return pages
 
 
 def run_facts(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> dict[str, Any]:
@@ -876,4 +972,5 @@ def build(results_dir: str | Path, out_dir: str | Path) -> None:
     results.write_text(
         out / "run.json", json.dumps({**data["run"], "report": run_facts(data, tbl)}, indent=1, sort_keys=True) + "\n"
     )
-    render(document(data, tbl, out), out)
+    for page, doc in documents(data, tbl, out).items():
+        render(doc, (out / page).parent, Path(page).name)

@@ -31,7 +31,13 @@ def h200_md(h200, tmp_path_factory) -> str:
     regression in the renderer would leave untouched)."""
     out = tmp_path_factory.mktemp("h200-report")
     report.build(h200, out)
-    return (out / "report.md").read_text()
+    return _pages(out)
+
+
+def _pages(out: Path) -> str:
+    """A rendered report's Markdown pages, one after the other: the first page, the details, each kernel's."""
+    pages = [out / "report.md", out / "details.md", *sorted((out / "kernels").glob("*.md"))]
+    return "\n".join(page.read_text() for page in pages)
 
 
 def _copy(h200: Path, tmp_path: Path, label: str, remeasured: bool = True) -> Path:
@@ -240,7 +246,7 @@ def test_warm_cache_runs_are_labelled_in_their_own_report(h200, h200_md, tmp_pat
             ),
         )
     report.build(warm, tmp_path / "out")
-    md = (tmp_path / "out" / "report.md").read_text()
+    md = _pages(tmp_path / "out")
     assert "WARM CACHE: L2 was not flushed" in md and "Cold-cache times for 30 cases timed with a warm L2" in md
     assert "Cold-cache times" not in h200_md and "WARM CACHE" not in h200_md  # the flushed run: no such label
 
@@ -370,7 +376,7 @@ def test_capped_measurements_reapply_min_samples_to_old_records(h200):
 def test_a_report_describes_only_the_implementations_its_run_recorded(h200, tmp_path):
     # triton_split was added after 5f19e28: re-rendering that run must not list it as if it had run
     report.build(h200, tmp_path / "out")
-    md = (tmp_path / "out" / "report.md").read_text()
+    md = _pages(tmp_path / "out")
     assert "triton_online (triton):" in md and "triton_split" not in md
 
 

@@ -157,8 +157,9 @@ exit_now()
         proc = _without_torch(code, tmp_path)
         assert proc.returncode == 0 and "blocked" not in proc.stderr, proc.stderr[-3000:]
     md = (tmp_path / "report" / "report.md").read_text()
-    # the kernel section's description and implementations come from the records' declaration
-    assert "Row-wise stable softmax" in md and "triton_row (triton):" in md
+    kernel = (tmp_path / "report" / "kernels" / "softmax.md").read_text()
+    # the kernel page's description and implementations come from the records' declaration
+    assert "Row-wise stable softmax" in kernel and "triton_row (triton):" in kernel
     assert "| reproduced |" not in md  # from the comparison, which is written after the report
     assert (tmp_path / "compare" / "comparison.csv").is_file()
     assert proc.stdout.strip().endswith("h200-a2: rerun (same GPU model, same software)")

@@ -178,8 +178,9 @@ def test_killed_workflow_resumes_with_the_same_command(tmp_path):
     again = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=1800)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert (done.read_text(), done.stat().st_mtime_ns) == kept  # what was computed is not recomputed
-    md = (work / "reports" / "cpu-interpreter" / "report.md").read_text()
-    assert "### softmax · M3_N5 · float32" in md and "## Appendix: what this report supports / does not support" in md
+    pages = work / "reports" / "cpu-interpreter"
+    assert "### softmax · M3_N5 · float32" in (pages / "kernels" / "softmax.md").read_text()
+    assert "## Appendix: what this report supports / does not support" in (pages / "details.md").read_text()
     leftovers = [p for p in work.rglob("*.tmp")]
     assert leftovers == []
     for path in (work / "results" / "cpu-interpreter").rglob("*.json"):

@@ -62,25 +62,28 @@ def cpu_run(tmp_path_factory):
 
 @pytest.mark.workflow
 def test_cpu_run_writes_a_report_with_every_section(cpu_run):
-    md = (cpu_run / "reports" / runtime.INTERPRETER_KEY / "report.md").read_text()
-    html = (cpu_run / "reports" / runtime.INTERPRETER_KEY / "report.html").read_text()
-    for heading in (
-        "## Environment",
-        "## Measured ceilings",
-        "## Method",
-        "## Appendix: what this report supports / does not support",
-        "## Kernel: softmax",
-        "### softmax · M3_N5 · float32",
-        "## Reference numbers from elsewhere (not comparable)",
+    out = cpu_run / "reports" / runtime.INTERPRETER_KEY
+    md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
+    details, kernel = (out / "details.md").read_text(), (out / "kernels" / "softmax.md").read_text()
+    for page, heading in (
+        (md, "## Environment in brief"),
+        (md, "## What this run supports and does not"),
+        (details, "## Environment"),
+        (details, "## Measured ceilings"),
+        (details, "## Method"),
+        (details, "## Appendix: what this report supports / does not support"),
+        (details, "## Reference numbers from elsewhere (not comparable)"),
+        (kernel, "## Kernel: softmax"),
+        (kernel, "### softmax · M3_N5 · float32"),
     ):
-        assert heading in md, heading
+        assert heading in page, heading
     assert "INTERPRETER RUN" in md and "INTERPRETER RUN" in html
     assert "Any performance comparison: this run used Triton's interpreter" in md
     supported = md.split("Supports:", 1)[1].split("Does not support:", 1)[0]
     assert "faster" not in supported and "slower" not in supported
     assert "Correctness of every passing implementation" in supported
-    assert "Ranking this run against the reference row 'seed 000" in md
-    assert "Nsight Compute: stage not run for this case" in md
+    assert "Ranking this run against the reference row 'seed 000" in details
+    assert "Nsight Compute: stage not run for this case" in kernel
     # its one case was timed: the answer table says so, and why that supports no comparison
     answer = md.split("## The answer", 1)[1].split("\n## ", 1)[0]
     assert "| softmax | – | 1 of 1 cases timed, under the interpreter: no comparison |" in answer, answer
@@ -112,7 +115,8 @@ def test_a_reference_that_raises_is_the_kernels_fault_and_the_report_is_still_bu
     md = (work / "reports" / runtime.INTERPRETER_KEY / "report.md").read_text()
     assert f"Anything about 1 vector_add case(s) (n100 float32): {why}, so no implementation or negative" in md
     assert "| vector_add | – | no timing result (the reference failed on 1 of 1 cases) |" in md
-    assert f"The reference failed: {why}. No implementation or negative control" in md
+    kernel = (work / "reports" / runtime.INTERPRETER_KEY / "kernels" / "vector_add.md").read_text()
+    assert f"The reference failed: {why}. No implementation or negative control" in kernel
 
 
 @pytest.mark.workflow

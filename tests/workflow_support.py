@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import yaml
@@ -70,3 +71,14 @@ def finished_small_run(dest: Path) -> Path:
 def job_counts(output: str) -> dict[str, int]:
     table = output.split("Job stats:", 1)[1].split("total", 1)[0]
     return {m[1]: int(m[2]) for m in re.finditer(r"(?m)^(\w+)\s+(\d+)$", table)}
+
+
+def archived_results(run: str, dest: Path) -> Path:
+    """The results folder of ``reports/<run>/raw-results.tar.gz``, unpacked under ``dest`` and migrated
+    (``scripts/migrate-results.py``: a no-op on an archive migrated already)."""
+    with tarfile.open(ROOT / "reports" / run / "raw-results.tar.gz") as tar:
+        tar.extractall(dest, filter="data")
+    (results,) = (p.parent for p in (dest / "results").glob("*/specs.json"))
+    migrate = [sys.executable, str(ROOT / "scripts" / "migrate-results.py"), str(results)]
+    subprocess.run(migrate, check=True, capture_output=True, text=True, timeout=600)
+    return results

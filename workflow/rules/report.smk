@@ -1,4 +1,4 @@
-# Assemble tables, figures, run.json and the Markdown/HTML report from every per-case result. The report,
+# Assemble tables, figures, run.json and the Markdown/HTML report (first page, details, a page per kernel) from every per-case result. The report,
 # figures and tables are flagged for `snakemake --report report.zip` (the workflow's own provenance report).
 rule report:
     input:
@@ -14,6 +14,9 @@ rule report:
     output:
         md="reports/{device}/report.md",
         html=report("reports/{device}/report.html", category="Report", labels={"device": "{device}"}),
+        details_md="reports/{device}/details.md",
+        details_html="reports/{device}/details.html",
+        kernels=directory("reports/{device}/kernels"),
         run="reports/{device}/run.json",
         plots=report(directory("reports/{device}/plots"), patterns=["{name}.svg"], category="Figures"),
         tables=expand(
