@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import statistics
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -41,7 +40,7 @@ def _samples(median: float, spread: float = 1e-4) -> list[float]:
 
 def _rec(name: str, kind: str, median: float, **kw) -> dict:
     samples = _samples(median)
-    rec = {"implementation": name, "kind": kind, "status": "ok", "samples_us": samples, "n": N}
+    rec = {"implementation": name, "kind": kind, "status": "ok", "samples_us": samples, "n": N, "enqueue": "batched:10"}
     return {**rec, "median_us": statistics.median(samples), **kw}
 
 
@@ -159,10 +158,12 @@ def test_target_ratio_interval(monkeypatch, at_least, verdict):
     """Both sides 10 µs with CIs 9-11 µs: the speedup is 1, its interval 9/11 to 11/9; a goal inside it is not
     resolved (with the bounds swapped it would read "met")."""
     target = Target(variant="t", metric="speedup", at_least=at_least, reason="a goal", baseline="e")
-    monkeypatch.setattr(scores.registry, "get", lambda name: SimpleNamespace(targets=[target]))
+    declared = {"label": target.label, "variant": "t", "baseline": "e", "metric": "speedup"}
+    declared.update(at_least=at_least, reason="a goal")  # as KernelSpec.declaration records it
     timing = pd.DataFrame([_timing_row("t", "triton", 10.0, 9.0, 11.0), _timing_row("e", "eager", 10.0, 9.0, 11.0)])
     gate = {"implementations": [{"implementation": n, "status": "pass"} for n in ("t", "e")]}
     case = {"kernel": "k", "shape": "S", "dtype": "float16", "params": {"N": 1}, "correctness": gate}
+    case["declaration"] = {"targets": [declared]}
     (row,) = scores.targets({"cases": [case]}, {"timing": timing}).to_dict("records")
     assert row["ci_low"] == pytest.approx(9 / 11) and row["ci_high"] == pytest.approx(11 / 9)
     assert row["ci_low"] <= row["value"] <= row["ci_high"] and row["verdict"] == verdict
@@ -320,7 +321,7 @@ def _statement_inputs(controls_rejected: list[bool], claim_rows: list[dict] | No
 
 def _fingerprint(monkeypatch):
     fields = ("gpu", "torch", "triton", "cuda_runtime", "driver")
-    monkeypatch.setattr(claims.environment, "fingerprint", lambda env: dict.fromkeys(fields, "x"))
+    monkeypatch.setattr(claims, "fingerprint", lambda env: dict.fromkeys(fields, "x"))
 
 
 def test_supports_needs_every_control_rejected(monkeypatch):
