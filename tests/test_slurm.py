@@ -138,8 +138,9 @@ def test_cpu_configuration_runs_through_the_slurm_executor(cluster, tmp_path):
         timeout=1800,
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
-    md = (work / "reports" / cases.INTERPRETER_KEY / "report.md").read_text()
-    assert "### softmax · M3_N5 · float32" in md and "## Appendix: what this report supports / does not support" in md
+    report = work / "reports" / cases.INTERPRETER_KEY
+    assert "### softmax · M3_N5 · float32" in (report / "kernels" / "softmax.md").read_text()
+    assert "## Appendix: what this report supports / does not support" in (report / "details.md").read_text()
     # every job went through sbatch: the plugin keeps one log per SLURM job
     slurm_logs = list((work / ".snakemake" / "slurm_logs").rglob("*.log"))
     assert {p.parts[-3] for p in slurm_logs} >= {"rule_correctness", "rule_sweep", "rule_timing", "rule_report"}
