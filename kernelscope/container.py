@@ -316,6 +316,32 @@ def write_identity(image: str | Path, definition: str | Path, lock: str | Path, 
     results.write_text(out, json.dumps(identity(image, definition, lock)) + "\n")
 
 
+#: what Apptainer's ``--bind`` cannot carry in a path (``src[:dst[:opts]][,src2...]``), nor ``--env`` in a value
+_BIND_SEPARATORS = (",", ":")
+
+
+def apptainer_args(args: str, lock_dir: str | Path) -> str:
+    """``--apptainer-args`` plus what every containerized job needs to share the host's per-GPU lock
+    (:mod:`kernelscope.gpus`): the lock directory bound at its own path and ``KERNELSCOPE_LOCK_DIR`` set to it
+    inside. Each job runs in its own container; without these a container with a private ``/tmp``
+    (``--contain``, ``--containall``, a site's ``mount tmp = no``) or a cleaned environment would lock files
+    that no other job sees, and two jobs would sample one card at once. Idempotent: a job that a cluster
+    executor starts re-reads the workflow with these arguments already in place."""
+    from kernelscope.gpus import LOCK_DIR_ENV
+
+    path = str(Path(lock_dir).absolute())
+    if any(c in path for c in _BIND_SEPARATORS):
+        raise ContainerFileError(
+            f"{LOCK_DIR_ENV}={path}: a path with ',' or ':' cannot be bound into the container "
+            "(Apptainer's --bind and --env split on them); choose a lock directory without them"
+        )
+    words = shlex.split(args)
+    needed = ["--bind", f"{path}:{path}", "--env", f"{LOCK_DIR_ENV}={path}"]
+    if any(words[i : i + 4] == needed for i in range(len(words))):
+        return args
+    return shlex.join([*words, *needed])
+
+
 def check_image(lock: str | Path, cuda: str) -> list[str]:
     """Inside a freshly built image: every locked distribution is installed at its locked version, and
     torch is the build for the expected CUDA version. Returns the problems found (none means pass)."""
