@@ -139,6 +139,10 @@ def _environment_section(data: dict[str, Any]) -> dict[str, Any]:
     for key in ("image_sha256", "image_reference", "image_digest", "base_image", "lock_sha256"):
         if env.get(key) or cont.get(key):
             pairs.append((key.replace("_", " "), env.get(key) or cont.get(key)))
+    # Whether the image was the lock's (kernelscope.container.versus_lock, recorded inside the image)
+    if cont.get("containerized") and "lock_image" in cont:
+        verdict = "yes" if cont["lock_image"] else "NO, not the lock's image: " + "; ".join(cont["differences"])
+        pairs.append(("image is the lock's", verdict))
     blocks = [text("The run's environment record (the environment job: its machine, card and commit)."), kv(pairs)]
     commits, cards = rundata.case_commits(data), rundata.case_cards(data)
     if len(commits) > 1 or len(cards) > 1:

@@ -238,6 +238,13 @@ def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir,
         "lock_sha256": hashlib.sha256((workdir / container.LOCK).read_bytes()).hexdigest(),
     }
     assert {key: env.get(key) for key in identity} == identity
+    # Seen inside: the image's torch and triton, and that the stand-in image (no labels) is not the lock's.
+    import torch
+    import triton
+
+    assert env["container"]["image_versions"] == {"torch": torch.__version__, "triton": triton.__version__}
+    assert env["container"]["lock_image"] is False
+    assert any("not built from the recipe" in d for d in env["container"]["differences"])
 
     # The jobs took the pretend card's lock from inside their containers: exclusive sections were recorded, on
     # one card, and none overlapped.
@@ -250,6 +257,7 @@ def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir,
     assert f"apptainer: {env['container']['image']}" in report
     for value in identity.values():
         assert value in report
+    assert "NO, not the lock's image: " + "; ".join(env["container"]["differences"]) in report
 
     # The image is an input of every job that runs in it: a changed image reruns them all (and its hash).
     with (workdir / IMAGE).open("ab") as image:
@@ -312,6 +320,22 @@ def test_the_lock_arguments_are_added_once_and_a_path_apptainer_cannot_bind_is_r
     assert container.apptainer_args(once, tmp_path) == once  # a cluster job re-reads the workflow
     with pytest.raises(container.ContainerFileError, match=f"{gpus.LOCK_DIR_ENV}=.*','"):
         container.apptainer_args("--nv", tmp_path / "a,b")
+
+
+def test_an_image_is_the_locks_only_with_the_locks_torch_and_triton_and_the_recipes_base():
+    lock = container.parse_lock(ROOT / container.LOCK)
+    labels = container.recipe(ROOT / container.DEFINITION).labels
+    pinned = {"torch": lock["torch"].version + "+cu130", "triton": lock["triton"].version}
+    paths = {"lock": ROOT / container.LOCK, "definition": ROOT / container.DEFINITION}
+    assert container.versus_lock(pinned, labels, **paths) == {"lock_image": True, "differences": []}
+    # an image assembled from a host's stack: other versions, none of the recipe's labels
+    other = container.versus_lock({"torch": "2.11.0+cu128", "triton": "3.6.0"}, {"kind": "host-venv"}, **paths)
+    assert other["lock_image"] is False
+    assert other["differences"][:2] == [
+        f"torch 2.11.0+cu128 (the lock pins {lock['torch'].version})",
+        f"triton 3.6.0 (the lock pins {lock['triton'].version})",
+    ]
+    assert "absent" in other["differences"][2] and "not built from the recipe" in other["differences"][2]
 
 
 def test_a_registry_image_is_identified_by_its_pinned_digest():
