@@ -113,10 +113,21 @@ assemble() {
     done
     touch "$rootfs/etc/hosts" "$rootfs/etc/resolv.conf"
     link_or_copy "$venv" "$rootfs$venv"
-    # The venv's base interpreter, where it is not under /usr (uv or pyenv keep theirs elsewhere).
+    # The venv's base interpreter, where it is not under /usr (uv and pyenv keep theirs under a home directory), at
+    # its own path: relocated, an interpreter built with an absolute rpath loads another libpython (seen: pyenv's
+    # 3.11.7 ran as Debian's 3.11.2). Snakemake gives every job --home <workdir>, so no home is mounted over it.
     python=$(readlink -f "$venv/bin/python")
     prefix=$(dirname "$(dirname "$python")")
     [[ $prefix == /usr || $prefix == /usr/* || -e $rootfs$prefix ]] || link_or_copy "$prefix" "$rootfs$prefix"
+    # Nsight Compute, where the host has it outside /usr (its own directory, e.g. /opt/nvidia/nsight-compute/<v>)
+    local ncu
+    if ncu=$(command -v ncu); then
+        ncu=$(dirname "$(readlink -f "$ncu")")
+        [[ $ncu == /usr/* || -e $rootfs$ncu ]] || link_or_copy "$ncu" "$rootfs$ncu"
+        note ncu "\"$ncu\""
+    else
+        log "no ncu on PATH: the ncu stage will fail inside the image"
+    fi
     [[ -d /tmp/site ]] && link_or_copy /tmp/site "$rootfs/opt/kernelscope/site"
     log "checking the root with chroot"
     # in a private mount namespace, with the host's /dev and /proc (torch reads /dev/urandom at import)
@@ -124,6 +135,10 @@ assemble() {
         "$rootfs" "$rootfs" "$venv/bin/python" -c \
         'import torch, triton, sys; print(sys.version.split()[0], torch.__version__, triton.__version__)' \
         > "$work/versions.txt" || die "the assembled root does not run $venv/bin/python with torch and triton"
+    local host_versions
+    host_versions=$("$venv/bin/python" -c 'import torch, triton, sys; print(sys.version.split()[0], torch.__version__, triton.__version__)')
+    [[ $(cat "$work/versions.txt") == "$host_versions" ]] \
+        || die "the root runs python torch triton $(cat "$work/versions.txt"), the host's venv $host_versions"
     log "root runs: python torch triton = $(cat "$work/versions.txt")"
     note root_versions "\"$(cat "$work/versions.txt")\""
     note root_bytes "$(du -sb "$rootfs" | cut -f1)"
