@@ -316,6 +316,84 @@ def write_identity(image: str | Path, definition: str | Path, lock: str | Path, 
     results.write_text(out, json.dumps(identity(image, definition, lock)) + "\n")
 
 
+#: what Apptainer's ``--bind`` cannot carry in a path (``src[:dst[:opts]][,src2...]``), nor ``--env`` in a value
+_BIND_SEPARATORS = (",", ":")
+
+
+def apptainer_args(args: str, lock_dir: str | Path) -> str:
+    """``--apptainer-args`` plus what every containerized job needs to share the host's per-GPU lock
+    (:mod:`kernelscope.gpus`): the lock directory bound at its own path and ``KERNELSCOPE_LOCK_DIR`` set to it
+    inside. Each job runs in its own container; without these a container with a private ``/tmp``
+    (``--contain``, ``--containall``, a site's ``mount tmp = no``) or a cleaned environment would lock files
+    that no other job sees, and two jobs would sample one card at once. Idempotent: a job that a cluster
+    executor starts re-reads the workflow with these arguments already in place."""
+    from kernelscope.gpus import LOCK_DIR_ENV
+
+    path = str(Path(lock_dir).absolute())
+    if any(c in path for c in _BIND_SEPARATORS):
+        raise ContainerFileError(
+            f"{LOCK_DIR_ENV}={path}: a path with ',' or ':' cannot be bound into the container "
+            "(Apptainer's --bind and --env split on them); choose a lock directory without them"
+        )
+    words = shlex.split(args)
+    needed = ["--bind", f"{path}:{path}", "--env", f"{LOCK_DIR_ENV}={path}"]
+    if any(words[i : i + 4] == needed for i in range(len(words))):
+        return args
+    return shlex.join([*words, *needed])
+
+
+#: where Apptainer keeps an image's labels (its definition's %labels and its own), seen from inside the image
+APPTAINER_LABELS = "/.singularity.d/labels.json"
+#: the packages whose versions decide the numbers; an image whose versions differ from the lock's is not its image
+DECIDING_PACKAGES = ("torch", "triton")
+
+
+def image_labels(path: str | Path = APPTAINER_LABELS) -> dict[str, str] | None:
+    """The labels of the Apptainer image this process runs in (None outside one, or where it has none)."""
+    try:
+        labels = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return labels if isinstance(labels, dict) else None
+
+
+def _public(version: str) -> str:
+    return version.split("+", 1)[0]  # torch 2.13.0+cu130 is the lock's torch==2.13.0
+
+
+def versus_lock(
+    versions: dict[str, str],
+    labels: dict[str, str] | None,
+    lock: str | Path = LOCK,
+    definition: str | Path = DEFINITION,
+) -> dict[str, Any]:
+    """Whether the image a job ran in is this checkout's pinned image: ``versions`` (torch and triton, read
+    inside it) against the lock's pins, and the image's base-image labels against the recipe's. Returns
+    ``{"lock_image": bool, "differences": [...]}``; every difference is a sentence a report can print."""
+    differences = []
+    try:
+        pins = parse_lock(lock)
+    except (OSError, ContainerFileError) as exc:
+        pins = {}
+        differences.append(f"the lock {lock} could not be read ({exc})")
+    for name in DECIDING_PACKAGES:
+        pinned = pins.get(name)
+        if pinned and _public(versions.get(name) or "") != pinned.version:
+            differences.append(f"{name} {versions.get(name)} (the lock pins {pinned.version})")
+    try:
+        base = recipe(definition).base
+    except (OSError, ContainerFileError) as exc:
+        differences.append(f"the recipe {definition} could not be read ({exc})")
+        return {"lock_image": False, "differences": differences}
+    found = (labels or {}).get(BASE_DIGEST_LABEL)
+    if found != base.digest:
+        differences.append(
+            f"image label {BASE_DIGEST_LABEL} {found or 'absent'} (the recipe {definition} builds from {base.digest}): "
+            "not built from the recipe"
+        )
+    return {"lock_image": not differences, "differences": differences}
+
+
 def check_image(lock: str | Path, cuda: str) -> list[str]:
     """Inside a freshly built image: every locked distribution is installed at its locked version, and
     torch is the build for the expected CUDA version. Returns the problems found (none means pass)."""

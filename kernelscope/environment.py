@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import triton
 
-from kernelscope import __version__, clocks, gpus, runtime
+from kernelscope import __version__, clocks, container, gpus, runtime
 
 
 def _run(cmd: list[str], cwd: str | None = None) -> str | None:
@@ -42,15 +42,22 @@ def container_info() -> dict[str, Any]:
     image = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
     if image:
         runtime_name = "apptainer" if os.environ.get("APPTAINER_CONTAINER") else "singularity"
-        return {
+        found = {
             "containerized": True,
             "runtime": runtime_name,
             "image": image,
             "image_name": os.environ.get("APPTAINER_NAME") or os.environ.get("SINGULARITY_NAME"),
+            "labels": container.image_labels(),
         }
-    if Path("/.dockerenv").exists() or os.environ.get("container") == "docker":  # noqa: SIM112 (lower-case: the name container engines set)
-        return {"containerized": True, "runtime": "docker", "image": os.environ.get("KERNELSCOPE_IMAGE")}
-    return {"containerized": False, "runtime": None, "image": None}
+    elif Path("/.dockerenv").exists() or os.environ.get("container") == "docker":  # noqa: SIM112 (lower-case: the name container engines set)
+        found = {"containerized": True, "runtime": "docker", "image": os.environ.get("KERNELSCOPE_IMAGE")}
+        found["labels"] = None
+    else:
+        return {"containerized": False, "runtime": None, "image": None}
+    # Is it the lock's image? Its torch and triton (this process's) against the checkout's lock, and its labels
+    # against the recipe's: an image assembled from another stack says so in the record and the report.
+    versions = {"torch": torch.__version__, "triton": triton.__version__}
+    return {**found, "image_versions": versions, **container.versus_lock(versions, found["labels"])}
 
 
 def git_info(repo: str | None = None) -> dict[str, Any]:

@@ -136,7 +136,8 @@ BRIEF_FIELDS = ("GPU", "driver", "CUDA runtime", "torch", "triton", "Python", "g
 
 def environment_brief(pairs: list[tuple[str, Any]], image_keys: tuple[str, ...]) -> dict[str, Any]:
     """The fields of ``pairs`` (the environment section's) that say what the run ran on, and the container."""
-    keep = [(k, v) for k, v in pairs if k in BRIEF_FIELDS or k == "container" or k in image_keys]
+    shown = (*BRIEF_FIELDS, "container", "image is the lock's")  # an image that is not the lock's says so here
+    keep = [(k, v) for k, v in pairs if k in shown or k in image_keys]
     return {
         "title": "Environment in brief",
         "blocks": [

@@ -143,6 +143,10 @@ def _environment_pairs(data: dict[str, Any]) -> list[tuple[str, Any]]:
     for key in IMAGE_KEYS:
         if env.get(key) or cont.get(key):
             pairs.append((key.replace("_", " "), env.get(key) or cont.get(key)))
+    # Whether the image was the lock's (kernelscope.container.versus_lock, recorded inside the image)
+    if cont.get("containerized") and "lock_image" in cont:
+        verdict = "yes" if cont["lock_image"] else "NO, not the lock's image: " + "; ".join(cont["differences"])
+        pairs.append(("image is the lock's", verdict))
     return pairs
 
 

@@ -13,12 +13,13 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
 
-from kernelscope import container
+from kernelscope import container, gpus, runsummary
 from workflow_support import ROOT, SMALL_CONFIG, copy_workflow, job_counts, snakemake
 
 FAKE_APPTAINER = ROOT / "tests" / "fake_apptainer"
@@ -146,18 +147,41 @@ def workdir(tmp_path_factory):
     return copy_workflow(tmp_path_factory.mktemp("workflow"), SMALL_CONFIG)
 
 
-def _snakemake(workdir: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+def _snakemake(workdir: Path, *args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, list[dict]]:
     """Run Snakemake as a user would (`snakemake --cores 1 ...`, the default profile applies) with the
     recording apptainer first on PATH; returns the run and the apptainer calls it made."""
     log = workdir / "apptainer-calls.jsonl"
     log.unlink(missing_ok=True)
-    env = dict(os.environ, FAKE_APPTAINER_LOG=str(log), PATH=os.pathsep.join([str(FAKE_APPTAINER), os.environ["PATH"]]))
+    env = dict(
+        env or os.environ,
+        FAKE_APPTAINER_LOG=str(log),
+        PATH=os.pathsep.join([str(FAKE_APPTAINER), os.environ["PATH"]]),
+    )
     real = shutil.which("apptainer")  # on the caller's PATH, before the stand-in
     if real:
         env["FAKE_APPTAINER_REAL"] = real
     run = snakemake(workdir, *args, env=env)
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return run, calls
+
+
+def _contained_env(**extra: str) -> dict[str, str]:
+    """The host environment for containers that hide /tmp (the stand-in's emulation of a site's
+    `mount tmp = no`, which --contain also gives) on one pretend GPU, so the per-GPU lock is live in every job."""
+    env = dict(os.environ, FAKE_APPTAINER_MOUNT_TMP="no", **{gpus.PRETEND_ENV: "1"}, **extra)
+    env.pop(gpus.BOUND_ENV, None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def singularity_run(workdir, tmp_path_factory):
+    """The workflow under --use-singularity, two jobs at a time, every job in a container whose /tmp is its own;
+    the per-GPU lock directory lies under /tmp, so only the workflow's bind shows it to the jobs."""
+    lock_dir = tmp_path_factory.mktemp("gpu-locks")
+    assert str(lock_dir).startswith("/tmp/"), lock_dir  # else a private /tmp would hide nothing of it
+    env = _contained_env(**{gpus.LOCK_DIR_ENV: str(lock_dir)})
+    run, calls = _snakemake(workdir, "--use-singularity", "--cores", "2", env=env)
+    return run, calls, lock_dir
 
 
 @pytest.mark.workflow
@@ -179,8 +203,8 @@ def test_use_singularity_plans_the_image_build(workdir):
 
 
 @pytest.mark.workflow
-def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir):
-    run, calls = _snakemake(workdir, "--use-singularity")
+def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir, singularity_run):
+    run, calls, lock_dir = singularity_run
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-5000:]
 
@@ -193,6 +217,10 @@ def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir)
     for argv in (c["argv"] for c in calls if "exec" in c["argv"]):
         options = argv[argv.index("exec") + 1 : argv.index(IMAGE)]
         assert "--nv" in options, argv
+        # the host's lock directory, bound at its own path and named inside (kernelscope.container.apptainer_args)
+        bind = options.index("--bind", options.index("--nv"))
+        lock_args = ["--bind", f"{lock_dir}:{lock_dir}", "--env", f"{gpus.LOCK_DIR_ENV}={lock_dir}"]
+        assert options[bind : bind + 4] == lock_args, argv
         command = argv[argv.index(IMAGE) + 1 :]
         assert command[:2] == ["bash", "-c"], argv
         stage = re.search(r"-m kernelscope (\w+)", command[2])[1]
@@ -210,11 +238,26 @@ def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir)
         "lock_sha256": hashlib.sha256((workdir / container.LOCK).read_bytes()).hexdigest(),
     }
     assert {key: env.get(key) for key in identity} == identity
+    # Seen inside: the image's torch and triton, and that the stand-in image (no labels) is not the lock's.
+    import torch
+    import triton
+
+    assert env["container"]["image_versions"] == {"torch": torch.__version__, "triton": triton.__version__}
+    assert env["container"]["lock_image"] is False
+    assert any("not built from the recipe" in d for d in env["container"]["differences"])
+
+    # The jobs took the pretend card's lock from inside their containers: exclusive sections were recorded, on
+    # one card, and none overlapped.
+    summary = runsummary.summarize(next((workdir / "results").glob("*/environment.json")).parent)
+    assert summary["gpus"] == ["PRETEND-0"] and summary["gpu_exclusive_s"] > 0, summary
+    assert summary["exclusive_overlaps"] == 0
+    assert (lock_dir / "PRETEND-0.lock").is_file()
 
     report = next((workdir / "reports").glob("*/report.md")).read_text()
     assert f"apptainer: {env['container']['image']}" in report
     for value in identity.values():
         assert value in report
+    assert "NO, not the lock's image: " + "; ".join(env["container"]["differences"]) in report
 
     # The image is an input of every job that runs in it: a changed image reruns them all (and its hash).
     with (workdir / IMAGE).open("ab") as image:
@@ -222,6 +265,77 @@ def test_use_singularity_builds_the_image_and_runs_every_gpu_rule_in_it(workdir)
     run, _ = _snakemake(workdir, "--dry-run", "--use-singularity")
     assert run.returncode == 0, run.stdout + run.stderr
     assert set(job_counts(run.stdout + run.stderr)) == set(expected) | {"container_identity", "all"}
+
+
+# A containerized job: binds to the pretend card like a real job, says so, waits for the go file (in its home,
+# which Snakemake binds), then samples under the exclusive lock and prints its lock sections.
+LOCK_JOB = """
+import json, os, pathlib, time
+from kernelscope import gpus
+gpus.bind("test")
+print(os.environ.get("APPTAINER_CONTAINER"), flush=True)
+while not pathlib.Path({go!r}).exists():
+    time.sleep(0.01)
+for _ in range(4):
+    with gpus.exclusive("sampling"):
+        time.sleep(0.05)
+print(json.dumps(gpus.summary()), flush=True)
+"""
+
+
+@pytest.mark.workflow
+def test_two_containerized_jobs_share_one_gpu_lock(workdir, singularity_run):
+    """Two containers started with the exact options the workflow gave its timing job (its --bind and --env of
+    the lock directory included): each has a private /tmp, where the lock directory lies, and the host's
+    environment without KERNELSCOPE_LOCK_DIR; still their exclusive sections never overlap, because both lock
+    the host's files."""
+    _, calls, lock_dir = singularity_run
+    argv = next(c["argv"] for c in calls if "exec" in c["argv"] and "-m kernelscope timing" in c["argv"][-1])
+    options = argv[argv.index("exec") + 1 : argv.index(IMAGE)]
+    go = workdir / "lock-test-go"
+    go.unlink(missing_ok=True)
+    env = _contained_env(PYTHONPATH=str(ROOT))
+    env.pop(gpus.LOCK_DIR_ENV, None)  # inside, the lock directory comes from the workflow's options alone
+    command = [str(FAKE_APPTAINER / "apptainer"), "exec", *options, IMAGE, sys.executable, "-c"]
+    code = textwrap.dedent(LOCK_JOB).format(go=str(go))
+    jobs = [
+        subprocess.Popen([*command, code], cwd=workdir, env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
+    try:
+        assert [job.stdout.readline().strip() for job in jobs] == [str((workdir / IMAGE).resolve())] * 2
+        go.touch()  # both are bound and waiting: they now sample at once
+        summaries = [json.loads(job.stdout.readline()) for job in jobs]
+    finally:
+        for job in jobs:
+            job.wait(timeout=60)
+    sections = [(s["uuid"], x["start"], x["end"]) for s in summaries for x in s["sections"]]
+    assert len(sections) == 8 and {card for card, _, _ in sections} == {"PRETEND-0"}
+    assert runsummary.overlapping_exclusive_sections(sections) == 0, sections
+    assert sum(x["wait_s"] for s in summaries for x in s["sections"]) > 0.04  # one waited for the other
+
+
+def test_the_lock_arguments_are_added_once_and_a_path_apptainer_cannot_bind_is_refused(tmp_path):
+    once = container.apptainer_args("--nv", tmp_path)
+    assert once == f"--nv --bind {tmp_path}:{tmp_path} --env {gpus.LOCK_DIR_ENV}={tmp_path}"
+    assert container.apptainer_args(once, tmp_path) == once  # a cluster job re-reads the workflow
+    with pytest.raises(container.ContainerFileError, match=f"{gpus.LOCK_DIR_ENV}=.*','"):
+        container.apptainer_args("--nv", tmp_path / "a,b")
+
+
+def test_an_image_is_the_locks_only_with_the_locks_torch_and_triton_and_the_recipes_base():
+    lock = container.parse_lock(ROOT / container.LOCK)
+    labels = container.recipe(ROOT / container.DEFINITION).labels
+    pinned = {"torch": lock["torch"].version + "+cu130", "triton": lock["triton"].version}
+    paths = {"lock": ROOT / container.LOCK, "definition": ROOT / container.DEFINITION}
+    assert container.versus_lock(pinned, labels, **paths) == {"lock_image": True, "differences": []}
+    # an image assembled from a host's stack: other versions, none of the recipe's labels
+    other = container.versus_lock({"torch": "2.11.0+cu128", "triton": "3.6.0"}, {"kind": "host-venv"}, **paths)
+    assert other["lock_image"] is False
+    assert other["differences"][:2] == [
+        f"torch 2.11.0+cu128 (the lock pins {lock['torch'].version})",
+        f"triton 3.6.0 (the lock pins {lock['triton'].version})",
+    ]
+    assert "absent" in other["differences"][2] and "not built from the recipe" in other["differences"][2]
 
 
 def test_a_registry_image_is_identified_by_its_pinned_digest():

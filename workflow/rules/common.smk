@@ -50,6 +50,20 @@ if config.get("gpu_model") and GPU_RESOURCES:
 IN_CONTAINER = "APPTAINER" in {m.name for m in workflow.deployment_settings.deployment_method}
 PYTHON = "python" if IN_CONTAINER else sys.executable
 
+# Each containerized job runs in its own container: the per-GPU lock directory (kernelscope/gpus.py; made here on
+# the host, world-writable) is bound into every one at its own path and named in its environment, so no image,
+# private /tmp (--contain) or cleaned environment (--cleanenv) gives a job a lock of its own
+# (kernelscope.container.apptainer_args; docs/container.md).
+if IN_CONTAINER:
+    from kernelscope import gpus as ks_gpus
+
+    try:
+        workflow.deployment_settings.apptainer_args = ks_container.apptainer_args(
+            workflow.deployment_settings.apptainer_args, ks_gpus.lock_dir()
+        )
+    except ks_container.ContainerFileError as exc:
+        raise WorkflowError(str(exc)) from None
+
 # The pinned image (workflow/rules/container.smk builds it under --use-singularity, unless config
 # container_image names a pre-built .sif or a registry URI pinned by digest, which Snakemake pulls) and its
 # identity for the environment record. Rules that run `python -m kernelscope` name it in `container:`
