@@ -427,7 +427,7 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
     env = data["environment"]
     fp = fingerprint(env)
     interpreter = data["specs"]["interpreter"]
-    yes: list[str] = []
+    yes: list[str] = []  # per-ordering entries are Statements of Topic.ORDERING
     no: list[Statement] = []
 
     def refuse(text: str, topic: Topic = Topic.OTHER) -> None:
@@ -453,7 +453,8 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
                 "variant at the launch config in brackets (the sweep's choice):"
             )
         for _, c in resolved.iterrows():
-            yes.append(f"{c['kernel']} {c['shape']} {c['dtype']}: {c.get('sentence_noted', c['sentence'])}.")
+            text = f"{c['kernel']} {c['shape']} {c['dtype']}: {c.get('sentence_noted', c['sentence'])}."
+            yes.append(Statement(text, Topic.ORDERING))
         for _, c in claim_df[claim_df["verdict"] == REGIME_DEPENDENT].iterrows():
             refuse(
                 f"A plain ordering of {c['a']} and {c['b']} for {c['kernel']} {c['shape']} {c['dtype']}: {c['why']}."
@@ -461,7 +462,8 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
         unresolved = claim_df[claim_df["verdict"] == UNRESOLVED]
         for _, c in unresolved.iterrows():
             refuse(
-                f"An ordering of {c['a']} and {c['b']} for {c['kernel']} {c['shape']} {c['dtype']}: {c['why_noted']}."
+                f"An ordering of {c['a']} and {c['b']} for {c['kernel']} {c['shape']} {c['dtype']}: {c['why_noted']}.",
+                Topic.UNRESOLVED_ORDERING,
             )
     corr = tbl["correctness"]
     if not corr.empty:

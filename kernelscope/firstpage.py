@@ -13,6 +13,7 @@ import pandas as pd
 
 from kernelscope import claims, plots, scores
 from kernelscope.document import bullets, figure, kv, links, table, text
+from kernelscope.verdicts import Topic
 
 #: statements of each kind the first page lists before pointing to the details page
 BRIEF_STATEMENTS = 8
@@ -105,18 +106,26 @@ def _brief(items: list[str], what: str) -> list[str]:
 
 def supports_section(supports: list[str], refusals: list[str], claim_df: pd.DataFrame) -> dict[str, Any]:
     """The statements in brief: the resolved orderings counted by verdict (each is on its kernel's page and in
-    the details page's appendix), the other statements, and the first limits in the report's order."""
-    resolved = claim_df[claim_df["verdict"].isin([claims.FASTER, claims.SLOWER])] if len(claim_df) else claim_df
-    sentences = tuple(f": {s}." for s in resolved.get("sentence_noted", pd.Series(dtype=str)))
-    orderings = [i for i, s in enumerate(supports) if s.endswith(sentences)] if sentences else []
+    the details page's appendix), the other statements, and the first limits in the report's order, with the
+    pairs the claim rules did not order counted in one line. Read from the statements' topics, not their words."""
+    orderings = [i for i, s in enumerate(supports) if getattr(s, "topic", None) == Topic.ORDERING]
     others = [s for i, s in enumerate(supports) if i not in set(orderings)]
     if orderings:  # in their place: how many, by verdict
+        resolved = claim_df[claim_df["verdict"].isin([claims.FASTER, claims.SLOWER])]
         counts = ", ".join(f"{int(n)} {v}" for v, n in resolved["verdict"].value_counts().items())
         others.insert(
             orderings[0],
             f"{len(orderings)} orderings ({counts}), each with its numbers on its kernel's page and in the "
             "details page's appendix.",
         )
+    unordered = [s for s in refusals if getattr(s, "topic", None) == Topic.UNRESOLVED_ORDERING]
+    limits = [s for s in refusals if getattr(s, "topic", None) != Topic.UNRESOLVED_ORDERING]
+    if unordered:
+        limits.append(
+            f"An ordering of {len(unordered)} pairs the claim rules did not resolve (within the A/A or rerun "
+            "floor, or not significant), each with its reason in the details page's appendix."
+        )
+    refusals = limits
     return {
         "title": "What this run supports and does not",
         "id": "supports",

@@ -74,6 +74,8 @@ class Topic(StrEnum):
     DEAD_CONTROL = "dead_control"  # a negative control accepted or crashed
     CLOCKS = "clocks"
     OTHER = "other"
+    UNRESOLVED_ORDERING = "unresolved_ordering"  # one pair the claim rules did not order (listed last)
+    ORDERING = "ordering"  # a supports entry: one resolved ordering
 
 
 class Statement(str):

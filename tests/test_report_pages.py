@@ -186,3 +186,34 @@ def test_every_headline_and_kernel_speedup_point_has_a_tooltip(run):
         assert len(per_kernel) == len(rows) and all(per_kernel.values()), kernel
     html = (out / "report.html").read_text()
     assert html.count("<title>") - 1 >= len(tips)  # inline in the HTML (one more: the page's own)
+
+
+def test_first_page_counts_orderings_by_topic_not_by_wording():
+    """The first page folds the per-ordering supports into one count and the unresolved pairs into one line,
+    choosing them by their topic (kernelscope.verdicts.Topic), whatever their words. Planted: matching the
+    claims' sentences again (the reworded ordering below stayed listed), and the unresolved pairs not folded."""
+    import pandas as pd
+
+    from kernelscope import claims, firstpage
+    from kernelscope.verdicts import Statement, Topic
+
+    supports = [
+        "The orderings below, on a GPU:",
+        Statement("k S float16: reworded, t is faster than e.", Topic.ORDERING),
+        Statement("k S float32: t is slower than e.", Topic.ORDERING),
+        "Correctness of every passing implementation.",
+    ]
+    refusals = [
+        Statement("Any timing of t on 1 case: unsupported.", Topic.UNTIMED_IMPLEMENTATION),
+        Statement("An ordering of t and e for k S2 float16: within the floor.", Topic.UNRESOLVED_ORDERING),
+        Statement("An ordering of t and e for k S3 float16: within the floor.", Topic.UNRESOLVED_ORDERING),
+    ]
+    claim_df = pd.DataFrame(
+        [{"verdict": claims.FASTER, "sentence_noted": "x"}, {"verdict": claims.SLOWER, "sentence_noted": "y"}]
+    )
+    section = firstpage.supports_section(supports, refusals, claim_df)
+    items = [i for b in section["blocks"] if b["type"] == "bullets" for i in b["items"]]
+    assert "2 orderings (1 faster, 1 slower)" in items[1] and not any("reworded" in i for i in items)
+    assert "Any timing of t on 1 case: unsupported." in items
+    assert not any(i.startswith("An ordering of t and e") for i in items)
+    assert any(i.startswith("An ordering of 2 pairs the claim rules did not resolve") for i in items)
