@@ -39,13 +39,11 @@ import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kernelscope import catalog, results
+from kernelscope.defaults import CONFIG_SCHEMA, timing_defaults  # noqa: F401 - cases.CONFIG_SCHEMA for callers
 from kernelscope.naming import ANY_GPU, INTERPRETER_KEY, shape_id, slug  # noqa: F401 - cases.ANY_GPU etc. for callers
 
 #: GPU memory of the devices the planner knows by key, in GiB (nvidia-smi's memory.total); other GPUs are
@@ -57,7 +55,6 @@ KNOWN_MEMORY_GIB = {
     "nvidia-a100-sxm4-40gb": 40960 / 1024,
 }
 #: the config's schema: the one source of the timing settings' defaults (``definitions.timing``)
-CONFIG_SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "config.schema.yaml"
 #: timing settings whose lower bound must not exceed their upper bound
 ORDERED_SETTINGS = (("min_samples", "max_samples"), ("min_time_s", "max_time_s"))
 
@@ -322,13 +319,6 @@ def check_timing(config: Mapping[str, Any]) -> None:
                     f"{field}: {low}={block[low]} exceeds {high}={block[high]}; allowed: {low} <= {high}",
                     (*field.split("."), low),
                 )
-
-
-@cache
-def timing_defaults() -> dict[str, Any]:
-    """Every timing setting's default, from the config schema (``definitions.timing``)."""
-    schema = yaml.safe_load(CONFIG_SCHEMA.read_text())
-    return {k: v["default"] for k, v in schema["definitions"]["timing"]["properties"].items() if "default" in v}
 
 
 def resolved_timing(block: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,40 +24,45 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernelscope import clocks, devicetime, runtime, stats
+from kernelscope import clocks, defaults, devicetime, runtime, stats
 
 #: per-thread switch read by the wrapped ``JITFunction.run`` (see compile_only)
 _COMPILE_ONLY = threading.local()
 
 
+_DEFAULTS = defaults.timing_defaults()
+
+
 @dataclasses.dataclass(frozen=True)
 class TimingSettings:
-    warmup: int = 25
-    min_samples: int = 100
-    max_samples: int = 1000
-    min_time_s: float = 0.05
-    max_time_s: float = 1.0
-    target_rel_ci: float = 0.005
-    flush_l2: bool = True
-    graph_below_us: float = 50.0
-    graph_calls: int = 20
-    host_calls: int = 50
-    clock_warmup_s: float = 0.3
-    batch: int = 10
-    head_start_us_per_sample: float = 100.0
+    """How a record is measured. Every default is the config schema's (``kernelscope.defaults``): one source."""
+
+    warmup: int = _DEFAULTS["warmup"]
+    min_samples: int = _DEFAULTS["min_samples"]
+    max_samples: int = _DEFAULTS["max_samples"]
+    min_time_s: float = _DEFAULTS["min_time_s"]
+    max_time_s: float = _DEFAULTS["max_time_s"]
+    target_rel_ci: float = _DEFAULTS["target_rel_ci"]
+    flush_l2: bool = _DEFAULTS["flush_l2"]
+    graph_below_us: float = _DEFAULTS["graph_below_us"]
+    graph_calls: int = _DEFAULTS["graph_calls"]
+    host_calls: int = _DEFAULTS["host_calls"]
+    clock_warmup_s: float = _DEFAULTS["clock_warmup_s"]
+    batch: int = _DEFAULTS["batch"]
+    head_start_us_per_sample: float = _DEFAULTS["head_start_us_per_sample"]
     # device time from CUPTI kernel records (kernelscope.devicetime): about device_time_s of device work
     # per record, between device_min_samples and device_max_samples calls (0 turns the basis off)
-    device_time_s: float = 0.1
-    device_min_samples: int = 50
-    device_max_samples: int = 1000
+    device_time_s: float = _DEFAULTS["device_time_s"]
+    device_min_samples: int = _DEFAULTS["device_min_samples"]
+    device_max_samples: int = _DEFAULTS["device_max_samples"]
     # records whose device time is at least sustained_above_us are also measured under sustained load:
     # sustained_warm_s of back-to-back calls first, then sustained_samples calls with no idle between them
-    sustained_above_us: float = 1000.0
-    sustained_warm_s: float = 0.5
-    sustained_samples: int = 30
+    sustained_above_us: float = _DEFAULTS["sustained_above_us"]
+    sustained_warm_s: float = _DEFAULTS["sustained_warm_s"]
+    sustained_samples: int = _DEFAULTS["sustained_samples"]
     # the seed document's method for the cases it names (per-sample synchronisation, warm L2)
-    seed_warmup: int = 25
-    seed_rounds: int = 100
+    seed_warmup: int = _DEFAULTS["seed_warmup"]
+    seed_rounds: int = _DEFAULTS["seed_rounds"]
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> TimingSettings:
