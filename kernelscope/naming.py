@@ -1,7 +1,7 @@
 """Names that both halves of the pipeline spell the same way: device keys and shape identifiers.
 
 Pure (no torch, no kernels): planning, the measuring jobs and the reading side all import it, so it sits below
-``cases``, ``catalog``, ``spec`` and ``runtime`` in the import graph (tests/test_import_wall.py checks that
+``cases``, ``catalog``, ``spec`` and ``runtime`` in the import graph (tests/test_reading_wall.py checks that
 the package has no import cycle).
 """
 

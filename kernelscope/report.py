@@ -880,7 +880,8 @@ def details_document(
 
 def documents(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> dict[str, dict[str, Any]]:
     """The report's pages, by path relative to ``out`` without the suffix: the first page (``report``), the
-    details page and one page per kernel (``kernels/<kernel>``); figures are written under ``out/plots``."""
+    details page and one page per kernel (``kernels/<kernel>``); figures are written under ``out/plots``.
+    ``tbl`` holds every table of ``TABLES``, the ratios and targets included (``build``)."""
     specs, env = data["specs"], data["environment"]
     fp = fingerprint(env)
     commits, cards = rundata.case_commits(data), rundata.case_cards(data)
@@ -910,8 +911,9 @@ def documents(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> 
     verdict = claims.statements(data, tbl)
     # those that change how the whole report is read first (verdicts.Topic's order), then the rest
     refusals = topic_order(_reference_refusals(data) + verdict["does_not_support"])
-    ratios = scores.best_ratios(data, tbl) if not specs["interpreter"] else scores.best_ratios(data, tbl).iloc[0:0]
-    target_df = scores.targets(data, tbl) if not specs["interpreter"] else pd.DataFrame()
+    # the ratio and target tables ``build`` computed (and wrote); an interpreter run shows neither
+    ratios = tbl["ratios"] if not specs["interpreter"] else tbl["ratios"].iloc[0:0]
+    target_df = tbl["targets"] if not specs["interpreter"] else pd.DataFrame()
     kernels = sorted({c["kernel"] for c in data["cases"]})
     basis = (
         "device time, under sustained load from 1 ms"

@@ -72,7 +72,9 @@ def _time_config(fn, settings: timing.TimingSettings, flush: timing.L2Flusher, f
     device = timing.measure_device(fn, settings, flush, first_call_us)
     if device.get("status") == "ok":
         return {**{k: device[k] for k in _KEPT}, "device_samples_us": device["samples_us"], "basis": "device"}
-    measured = timing.measure(fn, dataclasses.replace(settings, clock_warmup_s=0.0), with_first_call=False, flush=flush)
+    # warmed above, the clock too (once per variant, by the caller)
+    warm = dataclasses.replace(settings, warmup=0, clock_warmup_s=0.0)
+    measured = timing.measure(fn, warm, with_first_call=False, flush=flush)
     out = {**{k: measured[k] for k in _KEPT}, "samples_us": measured["samples_us"], "basis": "event"}
     if device.get("status") == "failed":
         out["device_failure"] = device.get("reason")

@@ -60,10 +60,11 @@ class _Prepared:
             with torch.no_grad():
                 if impl.kind == "triton":  # a baseline's closure would run its kernels for real
                     self.rec["compile_ms"] = timing.compile_only(fn)
-                loaded = {id(m) for m in baselines._loaded_inductor_modules()}
+                compiles = impl.kind == "compile"
+                loaded = {id(m) for m in baselines._loaded_inductor_modules()} if compiles else set()
                 with gpus.shared(f"first call {impl.name}"), faults.bounded(impl.name):
                     self.rec["first_call_ms"] = timing.first_call(fn)
-                if impl.kind == "compile":  # the configs Inductor chose at that call (tuned per process)
+                if compiles:  # the configs Inductor chose at that call (tuned per process)
                     new = [m for m in baselines._loaded_inductor_modules() if id(m) not in loaded]
                     self.rec["compiled_config"] = baselines.inductor_choices(new or None)
             self.fn = fn

@@ -376,3 +376,15 @@ def test_time_case_records_inductors_choice_for_compile_only(standin_cuda: Stand
     recs = {i.kind: timing_stage._Prepared(spec, capturing(i), inputs, {}).rec for i in spec.implementations}
     assert recs["compile"]["compiled_config"] == {"k0": "XBLOCK=256, num_warps=8"}  # only the new module's
     assert "compiled_config" not in recs["eager"] and "compiled_config" not in recs["triton"]
+
+
+@pytest.mark.parametrize("cupti", [True, False])
+def test_a_sweep_config_is_warmed_once(standin_cuda: StandinDevice, cupti):
+    """Inside the sweep's exclusive section a config runs its warm-up once, then its samples: on the device
+    basis, and on the event fallback where CUPTI fails (its warm-up was run twice once, planted back: fails)."""
+    kernel = standin_cuda.kernel(3.0, name="k")
+    standin_cuda.profiler_error = None if cupti else RuntimeError("no CUPTI here")
+    settings = sampling_settings(warmup=7, device_time_s=1e-4, device_min_samples=10, device_max_samples=10)
+    rec = sweep._time_config(kernel, settings, standin_cuda.flusher(), 3.0)
+    assert rec["basis"] == ("device" if cupti else "event")
+    assert kernel.calls == 7 + rec["n"]
