@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelscope import catalog, results
-from kernelscope.defaults import CONFIG_SCHEMA, timing_defaults  # noqa: F401 - cases.CONFIG_SCHEMA for callers
+from kernelscope.defaults import CONFIG_SCHEMA, sweep_defaults, timing_defaults  # noqa: F401 - cases.CONFIG_SCHEMA for callers
 from kernelscope.naming import ANY_GPU, INTERPRETER_KEY, shape_id, slug  # noqa: F401 - cases.ANY_GPU etc. for callers
 
 #: GPU memory of the devices the planner knows by key, in GiB (nvidia-smi's memory.total); other GPUs are
@@ -388,6 +388,7 @@ def specs(config: Mapping[str, Any], key: str) -> dict[str, Any]:
                 check_fits(case, entry, memory, key)
                 cases.append(case)
     sweep = dict(config.get("sweep", {}))
+    sweep_default = sweep_defaults()
     return {
         "device": slug(config["label"]) if config.get("label") else key,
         # what the jobs must see: the target device (any CUDA device for any-gpu; each job records its own)
@@ -400,7 +401,8 @@ def specs(config: Mapping[str, Any], key: str) -> dict[str, Any]:
         "sweep": {
             "timing": resolved_timing(sweep.get("timing_interpreter" if interpreter else "timing", {})),
             "max_configs": sweep.get("max_configs_interpreter" if interpreter else "max_configs"),
-            "compile_workers": int(sweep.get("compile_workers", 4)),
+            "compile_workers": int(sweep.get("compile_workers", sweep_default["compile_workers"])),
+            "keep_default_within": float(sweep.get("keep_default_within", sweep_default["keep_default_within"])),
         },
         "profile": dict(config.get("profile", {})),
         "ncu": ncu_selection(config.get("ncu", False), cases),

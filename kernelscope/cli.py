@@ -223,6 +223,7 @@ def cmd_sweep(args) -> None:
         settings,
         specs["sweep"].get("max_configs"),
         compile_workers=int(specs["sweep"].get("compile_workers") or 1),
+        keep_default_within=float(specs["sweep"].get("keep_default_within", 0.0)),
     )
     _write_json(args.out, {**_case_header(specs, case), "cold_caches": args.cold_caches, **result})
 

@@ -19,3 +19,11 @@ def timing_defaults() -> dict[str, Any]:
     """Every timing setting's default, from the config schema (``definitions.timing``)."""
     schema = yaml.safe_load(CONFIG_SCHEMA.read_text())
     return {k: v["default"] for k, v in schema["definitions"]["timing"]["properties"].items() if "default" in v}
+
+
+@cache
+def sweep_defaults() -> dict[str, Any]:
+    """Every sweep setting's default other than its timing blocks, from the config schema (``sweep``)."""
+    schema = yaml.safe_load(CONFIG_SCHEMA.read_text())
+    props = schema["properties"]["sweep"]["properties"]
+    return {k: v["default"] for k, v in props.items() if "default" in v and not k.startswith("timing")}

@@ -504,6 +504,33 @@ def _targets_section(target_df: pd.DataFrame) -> dict[str, Any] | None:
     }
 
 
+def sweep_line(sw: dict[str, Any]) -> str:
+    """One variant's sweep in one line: what was timed, pruned, failed or wrong, and which config was timed."""
+    c = sw.get("counts", {})
+    line = (
+        f"{sw['implementation']}: {len(sw.get('configs', []))} configs — {c.get('ok', 0)} timed, "
+        f"{c.get('pruned', 0)} pruned, {c.get('failed', 0)} failed, {c.get('wrong', 0)} wrong"
+    )
+    if sw.get("fastest"):  # the default was kept: within the sweep's tie margin of the fastest
+        line += (
+            f"; timed the default {sw['best']['key']} at {sw['best']['median_us']:.3f} µs, within "
+            f"{sw['keep_default_within']:.0%} of the fastest {sw['fastest']['key']} at "
+            f"{sw['fastest']['median_us']:.3f} µs"
+        )
+        line += f", worst/fastest {sw['worst_over_best']:.2f}×"
+    elif sw.get("best"):
+        line += f"; best {sw['best']['key']} at {sw['best']['median_us']:.3f} µs"
+        line += f", worst/best {sw['worst_over_best']:.2f}×"
+        d = sw.get("default") or {}
+        if d.get("over_best"):
+            line += f"; default config ranks {d['rank']}/{d['of']} at {d['over_best']:.2f}× best"
+        elif d:
+            line += f"; default config: {d.get('status')}"
+    else:
+        line += f" — {sw.get('reason') or 'no valid config'}"
+    return line
+
+
 def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
     def sel(df: pd.DataFrame) -> pd.DataFrame:
         if df.empty:
@@ -620,24 +647,7 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
     elif prof:
         blocks.append(text(f"Kernel names: not captured — {prof.get('reason')}."))
     blocks.append(_ncu_block(case))
-    sweep_lines = []
-    for sw in case["sweeps"]:
-        c = sw.get("counts", {})
-        line = (
-            f"{sw['implementation']}: {len(sw.get('configs', []))} configs — {c.get('ok', 0)} timed, "
-            f"{c.get('pruned', 0)} pruned, {c.get('failed', 0)} failed, {c.get('wrong', 0)} wrong"
-        )
-        if sw.get("best"):
-            line += f"; best {sw['best']['key']} at {sw['best']['median_us']:.3f} µs"
-            line += f", worst/best {sw['worst_over_best']:.2f}×"
-            d = sw.get("default") or {}
-            if d.get("over_best"):
-                line += f"; default config ranks {d['rank']}/{d['of']} at {d['over_best']:.2f}× best"
-            elif d:
-                line += f"; default config: {d.get('status')}"
-        else:
-            line += f" — {sw.get('reason') or 'no valid config'}"
-        sweep_lines.append(line)
+    sweep_lines = [sweep_line(sw) for sw in case["sweeps"]]
     if sweep_lines:
         blocks.append(bullets(sweep_lines))
     return blocks

@@ -90,6 +90,7 @@ def sweep_variant(
     max_configs: int | None = None,
     seed: int = 0,
     compile_workers: int = 1,
+    keep_default_within: float = 0.0,
 ) -> dict[str, Any]:
     """Every config of one variant in three phases: compile all of them (``compile_workers`` threads, no
     lock), check each against the reference (shared GPU lock), then time the correct ones back to back
@@ -157,7 +158,7 @@ def sweep_variant(
                 _failed(rec, exc)
                 continue
             rec["status"] = "ok"
-    return {"implementation": impl.name, "status": "ok", **summarize(records)}
+    return {"implementation": impl.name, "status": "ok", **summarize(records, keep_default_within)}
 
 
 def sweep_case(
@@ -167,6 +168,7 @@ def sweep_case(
     settings: timing.TimingSettings,
     max_configs: int | None = None,
     compile_workers: int = 1,
+    keep_default_within: float = 0.0,
 ) -> dict[str, Any]:
     """Every Triton variant of one case (one job, so process start-up is paid once per case)."""
     variants: list[dict[str, Any]] = []
@@ -175,7 +177,18 @@ def sweep_case(
     # if a hang cannot be interrupted, the job writes the variants swept so far (faults.bounded)
     faults.on_abandon(lambda label: {"variants": list(variants), "compile_workers": compile_workers})
     for impl in spec.triton_variants:
-        variants.append(sweep_variant(spec, impl, shape, dtype, settings, max_configs, compile_workers=compile_workers))
+        variants.append(
+            sweep_variant(
+                spec,
+                impl,
+                shape,
+                dtype,
+                settings,
+                max_configs,
+                compile_workers=compile_workers,
+                keep_default_within=keep_default_within,
+            )
+        )
     return {"variants": variants, "compile_workers": compile_workers}
 
 
@@ -184,7 +197,12 @@ def best_configs(doc: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     return {v["implementation"]: v["best"]["config"] for v in (doc or {}).get("variants", []) if v.get("best")}
 
 
-def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def summarize(records: Sequence[dict[str, Any]], keep_default_within: float = 0.0) -> dict[str, Any]:
+    """The sweep's outcome. ``best`` is the config the timing stage times: the module's default where its
+    median is within ``keep_default_within`` (a fraction) of the fastest's, else the fastest. Two machines'
+    sweeps of one config differ by a few percent (docs/timing-basis.md), so a config "faster" than the
+    default by less than that is a tie that another run breaks the other way. ``fastest``, the spread
+    (``worst_over_best``) and the default's rank are always against the fastest."""
     ok = [r for r in records if r["status"] == "ok"]
     counts = {s: sum(1 for r in records if r["status"] == s) for s in ("ok", "pruned", "failed", "wrong")}
     out: dict[str, Any] = {"configs": list(records), "counts": counts}
@@ -192,16 +210,27 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out.update(best=None, status="no_valid_config")
         return out
     ranked = sorted(ok, key=lambda r: r["median_us"])
-    best, worst = ranked[0], ranked[-1]
+    fastest, worst = ranked[0], ranked[-1]
     default = next((r for r in records if r["is_default"]), None)
-    out["best"] = {"config": best["config"], "key": best["key"], "median_us": best["median_us"]}
-    out["worst_over_best"] = worst["median_us"] / best["median_us"]
+    kept = (
+        default is not None
+        and default is not fastest
+        and default["status"] == "ok"
+        and default["median_us"] <= fastest["median_us"] * (1.0 + keep_default_within)
+    )
+    chosen = default if kept else fastest
+    out["best"] = {"config": chosen["config"], "key": chosen["key"], "median_us": chosen["median_us"]}
+    out["keep_default_within"] = keep_default_within
+    if kept:
+        out["best"]["chosen_by"] = "default within keep_default_within of the fastest"
+        out["fastest"] = {"config": fastest["config"], "key": fastest["key"], "median_us": fastest["median_us"]}
+    out["worst_over_best"] = worst["median_us"] / fastest["median_us"]
     if default is not None:
         out["default"] = {
             "config": default["config"],
             "status": default["status"],
             "median_us": default.get("median_us"),
-            "over_best": default["median_us"] / best["median_us"] if default["status"] == "ok" else None,
+            "over_best": default["median_us"] / fastest["median_us"] if default["status"] == "ok" else None,
             "rank": 1 + ranked.index(default) if default["status"] == "ok" else None,
             "of": len(ranked),
         }
