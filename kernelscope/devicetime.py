@@ -83,6 +83,18 @@ class Delimiter:
         n = buffer.numel()
         _delimiter_kernel()[(-(-n // self.BLOCK),)](buffer, n, 0x5A5A5A5A, BLOCK=self.BLOCK)
 
+    def compile(self) -> None:
+        """Compile the delimiter kernel for this buffer without launching it, so that a caller can compile
+        before it takes the GPU lock (a delimiter given its own ``launch`` has nothing to compile)."""
+        if self._launch == self._triton_launch:
+            self._triton_compile(self.buffer)
+
+    def _triton_compile(self, buffer) -> None:
+        warmup = getattr(_delimiter_kernel(), "warmup", None)  # Triton's compile-only launch, where it has one
+        if warmup is not None:
+            n = buffer.numel()
+            warmup(buffer, n, 0x5A5A5A5A, BLOCK=self.BLOCK, grid=(-(-n // self.BLOCK),))
+
     def __call__(self, kind: str) -> None:
         self._launch(self.buffer)
         self.kinds.append(kind)

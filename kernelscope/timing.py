@@ -366,15 +366,21 @@ def host_wall_us(fn: Callable[[], Any], calls: int) -> float:
 def prepare_device_basis(lock: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext) -> None:
     """Start CUPTI once, then compile the delimiter kernel and run it once, before the GPU is taken
     exclusively. CUPTI's first start in a process takes seconds of host time and runs no device work, so
-    it holds no lock; the delimiter is one small kernel, run under ``lock()`` (the caller passes the shared
-    GPU lock: never inside another job's sampling). A failure here is recorded by the measurement that
-    fails again."""
+    it holds no lock; nor do the delimiter's buffer (the process's CUDA context comes up with it) and its
+    compile, which launch nothing. Only its one run is under ``lock()`` (the caller passes the shared GPU
+    lock: never inside another job's sampling). A failure here is recorded by the measurement that fails
+    again."""
     if runtime.select_backend() != "cuda":
         return
     with contextlib.suppress(Exception), devicetime._default_profile():
         pass
+    delimiter = None
+    with contextlib.suppress(Exception):
+        delimiter = _delimiter(L2Flusher(False))
+        delimiter.compile()
     with lock(), contextlib.suppress(Exception):  # an empty closure runs no device work: sample() says so
-        devicetime.sample(lambda: None, _delimiter(L2Flusher(False)), 1, 1, lambda k: None, torch.cuda.synchronize)
+        delimiter = delimiter or _delimiter(L2Flusher(False))
+        devicetime.sample(lambda: None, delimiter, 1, 1, lambda k: None, torch.cuda.synchronize)
 
 
 def _delimiter(flush: L2Flusher) -> devicetime.Delimiter:

@@ -48,6 +48,7 @@ Each test was seen to fail with one bug planted in kernelscope/devicetime.py, ti
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import types
 
@@ -362,6 +363,22 @@ def test_seed_method_times_the_launch_path(standin_cuda: StandinDevice):
 def test_prepare_device_basis_runs_the_delimiter(standin_cuda: StandinDevice):
     timing.prepare_device_basis()  # an empty closure: no sample, and no error
     assert [(r.name, r.us) for r in standin_cuda.records] == [(D, standin_cuda.delimiter_us)] * 2
+
+
+def test_prepare_device_basis_compiles_before_taking_the_lock(standin_cuda: StandinDevice, monkeypatch):
+    """The delimiter's buffer and compile launch nothing, so they happen before the shared lock is taken;
+    only its run is inside (a compile under the lock kept samplers off the card: docs/timing-basis.md)."""
+    events: list[str] = []
+    monkeypatch.setattr(devicetime.Delimiter, "_triton_compile", lambda self, buffer: events.append("compile"))
+
+    @contextlib.contextmanager
+    def lock():
+        events.append("lock")
+        yield
+        events.append(f"unlock after {len(standin_cuda.records)} launches")
+
+    timing.prepare_device_basis(lock)
+    assert events == ["compile", "lock", "unlock after 2 launches"]
 
 
 # --- the timing stage
