@@ -806,11 +806,13 @@ KERNEL = KernelSpec(
         Target(
             "triton_persistent",
             "speedup",
-            0.95,
+            0.98,
             baseline="torch",
             dtypes=("float16", "bfloat16"),
-            shapes={"M": (4096, None)},
-            reason="the persistent TMA kernel exists to close the gap to cuBLAS at large sizes",
+            shapes={"M": (4096, None), "N": (4096, None), "K": (1000, None)},
+            reason="the persistent TMA kernel exists to reach cuBLAS at large sizes: level with it (issue 24), "
+            "where cuBLAS runs warp-specialised kernels on two-CTA clusters with 320-wide tiles at 8192 (not "
+            "expressible in Triton: docs/kernel-notes.md)",
         ),
     ],
     negative_controls=[
