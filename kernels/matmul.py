@@ -20,7 +20,11 @@ Variants:
   multiple of 16 bytes and a 16-byte-aligned base; a column-major A or B gets a descriptor over its
   transpose (C is always allocated row-major). Otherwise the config must say ``TMA=0``: plain pointer
   loads, the same code as ``triton_grouped``. The path is a config value, so every sweep record and
-  report line says which one ran. :func:`tma_unsupported_reason` is the one feature check.
+  report line says which one ran. :func:`tma_unsupported_reason` is the one feature check. Two more
+  config values of the TMA path follow Triton's persistent tutorial (09): ``FLATTEN=1`` flattens the
+  tile and K loops into one nest for the software pipeliner (the store takes its tile from a second
+  counter, so the next tile's loads need not wait for this tile's epilogue), and ``EPILOGUE_SUBTILE=1``
+  stores C in two halves of ``BLOCK_N / 2`` columns (half the epilogue's shared memory).
 
 Both variants support fp16 and bf16 (fp32 inputs are left out: ``tl.dot`` would use tf32). Offsets are
 32-bit, so each operand must have fewer than 2^31 elements.
@@ -28,6 +32,7 @@ Both variants support fp16 and bf16 (fp32 inputs are left out: ``tl.dot`` would 
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -60,6 +65,9 @@ DESCRIPTOR_BYTES = 128
 
 # Whether this Triton can build tensor descriptors inside a kernel (3.4 onwards); checked once, by feature.
 HAS_DEVICE_DESCRIPTORS = hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")
+# Whether ``tl.range`` can flatten a loop nest for the software pipeliner (the persistent tutorial's
+# tile loop), checked by its signature.
+HAS_FLATTENED_RANGE = "flatten" in inspect.signature(tl.range.__init__).parameters
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -285,6 +293,8 @@ def _matmul_persistent_kernel(
     ALIGN_BK: tl.constexpr,
     ALIGN_BN: tl.constexpr,
     ALIGN_K: tl.constexpr,
+    FLATTEN: tl.constexpr = False,
+    EPILOGUE_SUBTILE: tl.constexpr = False,
 ):
     """Persistent: a grid of at most one program per SM, each looping over the tiles pid, pid + programs,
     ... in GROUP_M order, so no launch or tail wave of short-lived programs. ``a_ptr``: [M, K];
@@ -298,8 +308,16 @@ def _matmul_persistent_kernel(
     if USE_TMA:
         a_desc = _operand_descriptor(a_ptr, M, K, stride_am, stride_ak, BLOCK_M, BLOCK_K, A_COL_MAJOR)
         b_desc = _operand_descriptor(b_ptr, K, N, stride_bk, stride_bn, BLOCK_K, BLOCK_N, B_COL_MAJOR)
-        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, BLOCK_N])
-    for tile_id in range(tl.program_id(0), num_tiles, num_programs):
+        c_desc = tl.make_tensor_descriptor(
+            c_ptr,
+            shape=[M, N],
+            strides=[stride_cm, 1],
+            block_shape=[BLOCK_M, BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N],
+        )
+    # The store's tile comes from its own counter, one tile behind the loads' in a flattened loop nest, so
+    # the pipeliner can issue the next tile's loads before this tile's epilogue (the persistent tutorial).
+    tile_id_c = tl.program_id(0) - num_programs
+    for tile_id in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=FLATTEN):
         pid_m, pid_n = _tile_coordinates(tile_id, num_pid_m, num_pid_n, GROUP_M)
         if USE_TMA:
             off_m = pid_m * BLOCK_M
@@ -309,7 +327,18 @@ def _matmul_persistent_kernel(
                 a = _load_operand(a_desc, off_m, k * BLOCK_K, A_COL_MAJOR)
                 b = _load_operand(b_desc, k * BLOCK_K, off_n, B_COL_MAJOR)
                 acc = _mma(a, b, acc, DOT_IN_FP32)
-            c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
+            tile_id_c += num_programs
+            pid_m_c, pid_n_c = _tile_coordinates(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
+            off_m_c = pid_m_c * BLOCK_M
+            off_n_c = pid_n_c * BLOCK_N
+            if EPILOGUE_SUBTILE:
+                # C stored in two halves of BLOCK_N / 2 columns: half the shared memory for the epilogue
+                halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+                acc0, acc1 = tl.split(halves)
+                c_desc.store([off_m_c, off_n_c], acc0.to(c_ptr.dtype.element_ty))
+                c_desc.store([off_m_c, off_n_c + BLOCK_N // 2], acc1.to(c_ptr.dtype.element_ty))
+            else:
+                c_desc.store([off_m_c, off_n_c], acc.to(c_ptr.dtype.element_ty))
         else:
             acc = _tile_dot_pointers(
                 a_ptr,
@@ -492,6 +521,8 @@ def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
         "USE_TMA": use_tma,
         "A_COL_MAJOR": use_tma and _col_major(a.stride()),
         "B_COL_MAJOR": use_tma and _col_major(b.stride()),
+        "FLATTEN": bool(config.get("FLATTEN", 0)),
+        "EPILOGUE_SUBTILE": bool(config.get("EPILOGUE_SUBTILE", 0)),
     }
 
     def run() -> torch.Tensor:
@@ -564,6 +595,16 @@ _PERSISTENT_TMA_TILES = [
     (64, 64, 64, 8, 4, 4),
 ]
 _PERSISTENT_POINTER_TILES = [(128, 256, 64, 8, 8, 3), (128, 128, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4)]
+# The persistent tutorial's Hopper path (09-persistent-matmul): the tile and K loops flattened into one
+# pipelined nest (the next tile's loads overlap this tile's epilogue; at K = 1000 a tile has 16 K steps,
+# so the epilogue weighs), and its epilogue subtiling (C stored in two halves), whose saved shared memory
+# buys the fourth stage of the 128x256 tile.
+_PERSISTENT_FLATTENED_TILES = [
+    ((128, 256, 64, 8, 8, 3), {}),
+    ((128, 256, 64, 8, 8, 4), {"EPILOGUE_SUBTILE": 1}),
+    ((256, 128, 64, 8, 8, 3), {}),
+    ((128, 128, 64, 8, 4, 4), {}),
+]
 
 
 def _persistent_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
@@ -571,6 +612,8 @@ def _persistent_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
     configs += [_config(*t, TMA=0) for t in _PERSISTENT_POINTER_TILES]
     if shape["M"] * shape["N"] <= SMALL_TILE_MAX_OUTPUT:
         configs += [_config(*t, TMA=tma) for t in _SMALL_TILES for tma in (1, 0)]
+    else:  # a few waves of tiles per program at least: where overlapping one tile's epilogue can pay
+        configs += [_config(*t, TMA=1, FLATTEN=1, **extra) for t, extra in _PERSISTENT_FLATTENED_TILES]
     return configs
 
 
@@ -611,10 +654,12 @@ def _layout(shape: Shape) -> dict[str, tuple[tuple[int, int], int]]:
 
 
 def _shared_memory_bytes(config: Mapping[str, Any], dtype: torch.dtype, c_tile: bool) -> int:
-    # num_stages buffers of an A tile and a B tile; the TMA path also stages the C tile for its store.
+    # num_stages buffers of an A tile and a B tile; the TMA path also stages the C tile for its store
+    # (half of it with the epilogue subtiled).
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
     size = element_size(dtype)
-    return config["num_stages"] * (bm * bk + bk * bn) * size + (bm * bn * size if c_tile else 0)
+    c_bn = bn // 2 if config.get("EPILOGUE_SUBTILE") else bn
+    return config["num_stages"] * (bm * bk + bk * bn) * size + (bm * c_bn * size if c_tile else 0)
 
 
 def _common_prune(config, shape: Shape, dtype: torch.dtype, limits, c_tile: bool) -> str | None:
@@ -647,6 +692,13 @@ def _grouped_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | No
 
 
 def _persistent_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    for key in ("FLATTEN", "EPILOGUE_SUBTILE"):
+        if config.get(key) and not config["TMA"]:
+            return f"{key}=1 is a TMA-path option (the tutorial's descriptor kernel); this config has TMA=0"
+    if config.get("EPILOGUE_SUBTILE") and config["BLOCK_N"] < 32:
+        return f"EPILOGUE_SUBTILE=1 halves BLOCK_N={config['BLOCK_N']} below the 16 columns of a tl.dot tile"
+    if config.get("FLATTEN") and not HAS_FLATTENED_RANGE:
+        return "FLATTEN=1 needs tl.range(..., flatten=...), which this Triton lacks"
     if config["TMA"]:
         reason = _tma_prune_reason(config, shape, dtype, limits)
         if reason:

@@ -90,6 +90,40 @@ def test_persistent_programs_loop_over_more_tiles_than_programs(tma):
     assert result["status"] == "pass", result["failure"]
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "extra",
+    [{"FLATTEN": 1}, {"EPILOGUE_SUBTILE": 1}, {"FLATTEN": 1, "EPILOGUE_SUBTILE": 1}],
+    ids=["flatten", "subtile", "both"],
+)
+def test_persistent_tutorial_options_store_every_tile_where_it_belongs(extra, dtype):
+    """The flattened nest stores each tile from its own counter, one tile behind the loads, and the subtiled
+    epilogue stores two halves: over 3 x 3 tiles of ragged edges and a K tail, with fewer programs than
+    tiles (each program stores several), a tile stored at another tile's place or a half stored twice
+    leaves NaN or wrong values in the poisoned output."""
+    shape = _shape(M=80, N=96, K=72)
+    config = mm._config(32, 32, 32, 2, 1, 2, TMA=1, **extra)
+    (programs,) = mm.persistent_grid(80, 96, config, runtime.device_limits()["num_sms"])
+    assert mm._num_tiles(80, 96, config) == 9 and programs < 9
+    result = _gate(PERSISTENT, shape, dtype, config, seeds=(0, 1))
+    assert result["status"] == "pass", result["failure"]
+
+
+def test_persistent_tutorial_options_are_pruned_where_they_cannot_apply():
+    shape = _shape(M=4096, N=4096, K=4096)
+    limits = {**H200, "interpreter": False}
+    pointer = mm._config(128, 256, 64, 8, 8, 3, TMA=0, FLATTEN=1)
+    assert "TMA-path option" in PERSISTENT.prune(pointer, shape, torch.float16, limits)
+    narrow = mm._config(128, 16, 64, 8, 4, 3, TMA=1, EPILOGUE_SUBTILE=1)
+    assert "halves BLOCK_N=16" in PERSISTENT.prune(narrow, shape, torch.float16, limits)
+    # the subtiled epilogue is what lets the 128x256 tile have a fourth stage within 227 KB
+    four = mm._config(128, 256, 64, 8, 8, 4, TMA=1, FLATTEN=1)
+    assert "shared memory" in PERSISTENT.prune(four, shape, torch.float16, limits)
+    assert PERSISTENT.prune({**four, "EPILOGUE_SUBTILE": 1}, shape, torch.float16, limits) is None
+    configs = mm._persistent_configs(shape, torch.float16)
+    assert sum(1 for c in configs if c.get("FLATTEN")) == 4
+
+
 @triton.jit
 def _swizzle_probe(out_ptr, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     tile_id = tl.program_id(0)
