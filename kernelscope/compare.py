@@ -90,6 +90,25 @@ def _records(case: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+def _rerun_floor_sentence(calibration: Mapping[str, Any] | None) -> str:
+    """Which run-to-run floor the statements below used: the rerun calibration's, on device time, where
+    run A has one; the per-kind constants otherwise."""
+    kinds = ", ".join(f"{k} {v:.0%}" for k, v in RUN_TO_RUN_FLOOR.items())
+    per_kind = (
+        f"the implementation's kind ({kinds}: the largest differences the published H200 reruns showed for "
+        "unchanged code, kernelscope.compare)"
+    )
+    if not calibration:
+        return f"The run-to-run floor is that of {per_kind}."
+    source = calibration.get("source") or "run A's reruns.json"
+    return (
+        "On device time it is the quadrature sum of the rerun calibration's 95th percentiles for the pair's "
+        f"size class and its two sides' kinds ({source}, {len(calibration.get('runs', {}))} runs; each "
+        "statement names it); on the "
+        f"other bases, and where the calibration has no such group, it is that of {per_kind}."
+    )
+
+
 def _floor(*docs: Mapping[str, Any]) -> float | None:
     floors = [(d.get("aa_floor") or {}).get("rel_diff") for d in docs]
     floors = [f for f in floors if f is not None]
@@ -439,10 +458,9 @@ def document(
             "blocks": [
                 text(
                     f"Kind: {verdict['kind']}. {lb} against {la} under the claim rules: Mann–Whitney p < "
-                    f"{claims.ALPHA} and a median difference above the larger of either run's A/A floor and the "
-                    "run-to-run floor of the "
-                    f"implementation's kind ({', '.join(f'{k} {v:.0%}' for k, v in RUN_TO_RUN_FLOOR.items())}: the "
-                    "largest differences the published H200 reruns showed for unchanged code, kernelscope.compare)."
+                    f"{claims.ALPHA} and a median difference above the larger of either run's A/A floor and a "
+                    "run-to-run floor. "
+                    + _rerun_floor_sentence(rundata.rerun_record(a))
                     + (
                         " Run-to-run noise (another process, another thermal state) can exceed the in-job A/A "
                         "floor; a difference here says the two runs measured differently, not why."

@@ -218,3 +218,15 @@ def test_each_refusal_field_alone_makes_the_runs_not_comparable(run_a, rerun, tm
     md = (tmp_path / "out" / "report.md").read_text()
     assert "Supports: no statement comparing these runs." in md and reason in md
     assert " is faster than " not in md and " is slower than " not in md
+
+
+def test_the_comparison_names_the_floor_it_used():
+    """A run with a rerun calibration is judged on device time by the calibrated floors, and the comparison
+    says so (it once named only the per-kind constants, which no device-time pair used)."""
+    from kernelscope import compare
+
+    calibrated = compare._rerun_floor_sentence({"source": "calibration/x.json", "runs": {"a": {}, "b": {}}})
+    assert "quadrature sum" in calibrated and "calibration/x.json, 2 runs" in calibrated
+    assert "eager 4%" in calibrated  # still named, for the other bases
+    plain = compare._rerun_floor_sentence(None)
+    assert "calibration" not in plain and "eager 4%" in plain
