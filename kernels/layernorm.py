@@ -24,13 +24,22 @@ import triton
 import triton.language as tl
 
 from kernelscope.baselines import compiled
-from kernelscope.heuristics import idle_warps, whole_row_unsupported
+from kernelscope.heuristics import (
+    check_split,
+    idle_warps,
+    no_tail_control,
+    row_split,
+    split_unsupported,
+    vec_elements,
+    whole_row_unsupported,
+)
 from kernelscope.spec import (
     Implementation,
     Inputs,
     Invariant,
     KernelSpec,
     Shape,
+    Target,
     Tolerance,
     element_size,
     generator,
@@ -57,25 +66,84 @@ def _layernorm_row_kernel(
     stride_om,
     eps,
     BLOCK_N: tl.constexpr,
+    ALIGNED: tl.constexpr = False,
+    VEC: tl.constexpr = 1,
+    KEEP_TAIL: tl.constexpr = True,
 ):
     """One program normalises one row held whole in registers.
 
     ``x_ptr``: [M, N], row stride ``stride_xm``, unit column stride; ``out_ptr``: [M, N], row stride
-    ``stride_om``; ``w_ptr``, ``b_ptr``: [N], contiguous.
+    ``stride_om``; ``w_ptr``, ``b_ptr``: [N], contiguous. ``ALIGNED``: every x row and its output row lie at
+    the same offset from a 16-byte boundary (the launcher checks), and the row is split there
+    (``_layernorm_row_aligned``).
     """
     row = tl.program_id(0).to(tl.int64)
+    x_row, out_row = x_ptr + row * stride_xm, out_ptr + row * stride_om
+    if ALIGNED:
+        _layernorm_row_aligned(out_row, x_row, w_ptr, b_ptr, N, eps, BLOCK_N, VEC, KEEP_TAIL)
+    else:
+        cols = tl.arange(0, BLOCK_N)
+        mask = cols < N
+        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+        mean = tl.sum(x, axis=0) / N
+        # Masked lanes must not contribute (mean - 0)^2 to the variance.
+        xc = tl.where(mask, x - mean, 0.0)
+        var = tl.sum(xc * xc, axis=0) / N
+        rstd = tl.rsqrt(var + eps)
+        w = tl.load(w_ptr + cols, mask=mask).to(tl.float32)
+        b = tl.load(b_ptr + cols, mask=mask).to(tl.float32)
+        y = xc * rstd * w + b
+        tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _layernorm_row_aligned(
+    out_row,
+    x_row,
+    w_ptr,
+    b_ptr,
+    N,
+    eps,
+    BLOCK_N: tl.constexpr,
+    VEC: tl.constexpr,
+    KEEP_TAIL: tl.constexpr,
+):
+    """The row kernel's arithmetic on a row split at its first 16-byte boundary (``row_split``): the head and
+    the tail (fewer than ``VEC`` elements each) lane by lane, the body of x and of the output 16 bytes at a
+    time. weight and bias are read at the body's columns, which start on a boundary only when the row does:
+    those loads stay lane by lane, but they are the same ``2N`` elements for every row, so they come from
+    cache, not HBM. ``KEEP_TAIL`` is False only in the negative control ``aligned_no_tail``."""
+    head, body = row_split(x_row, N, VEC)
+    tail_start = head + body
+    edge = tl.arange(0, VEC)
     cols = tl.arange(0, BLOCK_N)
-    mask = cols < N
-    x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0).to(tl.float32)
-    mean = tl.sum(x, axis=0) / N
+    head_mask = edge < head
+    body_mask = cols < body
+    tail_mask = edge < (N - tail_start if KEEP_TAIL else 0)
+    x_head = tl.load(x_row + edge, mask=head_mask, other=0.0).to(tl.float32)
+    x_body = tl.load(tl.multiple_of(x_row + head, 16) + cols, mask=body_mask, other=0.0).to(tl.float32)
+    x_tail = tl.load(x_row + tail_start + edge, mask=tail_mask, other=0.0).to(tl.float32)
+    mean = (tl.sum(x_head, axis=0) + tl.sum(x_body, axis=0) + tl.sum(x_tail, axis=0)) / N
     # Masked lanes must not contribute (mean - 0)^2 to the variance.
-    xc = tl.where(mask, x - mean, 0.0)
-    var = tl.sum(xc * xc, axis=0) / N
+    xc_head = tl.where(head_mask, x_head - mean, 0.0)
+    xc_body = tl.where(body_mask, x_body - mean, 0.0)
+    xc_tail = tl.where(tail_mask, x_tail - mean, 0.0)
+    var = (
+        tl.sum(xc_head * xc_head, axis=0) + tl.sum(xc_body * xc_body, axis=0) + tl.sum(xc_tail * xc_tail, axis=0)
+    ) / N
     rstd = tl.rsqrt(var + eps)
-    w = tl.load(w_ptr + cols, mask=mask).to(tl.float32)
-    b = tl.load(b_ptr + cols, mask=mask).to(tl.float32)
-    y = xc * rstd * w + b
-    tl.store(out_ptr + row * stride_om + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+    dtype = out_row.dtype.element_ty
+    _affine_store(out_row, xc_head, rstd, w_ptr, b_ptr, 0, edge, head_mask, dtype)
+    _affine_store(tl.multiple_of(out_row + head, 16), xc_body, rstd, w_ptr, b_ptr, head, cols, body_mask, dtype)
+    _affine_store(out_row + tail_start, xc_tail, rstd, w_ptr, b_ptr, tail_start, edge, tail_mask, dtype)
+
+
+@triton.jit
+def _affine_store(out_piece, xc, rstd, w_ptr, b_ptr, start, lanes, mask, dtype: tl.constexpr):
+    """Store ``xc * rstd * weight + bias`` for the columns ``start + lanes`` of a row at ``out_piece + lanes``."""
+    w = tl.load(w_ptr + start + lanes, mask=mask).to(tl.float32)
+    b = tl.load(b_ptr + start + lanes, mask=mask).to(tl.float32)
+    tl.store(out_piece + lanes, (xc * rstd * w + b).to(dtype), mask=mask)
 
 
 @triton.jit
@@ -133,21 +201,28 @@ def _check(inputs: Inputs, out: torch.Tensor) -> None:
             raise ValueError(f"{name} must be a contiguous [{x.shape[1]}] vector, got shape {tuple(t.shape)}")
 
 
-def _launcher(kernel, inputs: Inputs, out: torch.Tensor, block_n: int, num_warps: int):
+def _launcher(kernel, inputs: Inputs, out: torch.Tensor, block_n: int, num_warps: int, **meta):
     _check(inputs, out)
     x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
     n_rows, n_cols = x.shape
 
     def run() -> torch.Tensor:
-        kernel[(n_rows,)](out, x, w, b, n_cols, x.stride(0), out.stride(0), EPS, BLOCK_N=block_n, num_warps=num_warps)
+        kernel[(n_rows,)](
+            out, x, w, b, n_cols, x.stride(0), out.stride(0), EPS, BLOCK_N=block_n, num_warps=num_warps, **meta
+        )
         return out
 
     return run
 
 
-def _prepare_row(inputs: Inputs, out: torch.Tensor, config):
-    block_n = triton.next_power_of_2(inputs["x"].shape[1])
-    return _launcher(_layernorm_row_kernel, inputs, out, block_n, int(config["num_warps"]))
+def _prepare_row(inputs: Inputs, out: torch.Tensor, config, keep_tail: bool = True):
+    x = inputs["x"]
+    block_n = triton.next_power_of_2(x.shape[1])
+    aligned = bool(config.get("aligned", 0))
+    if aligned:
+        check_split(x, out)
+    meta = {"ALIGNED": aligned, "VEC": vec_elements(x.element_size()), "KEEP_TAIL": keep_tail}
+    return _launcher(_layernorm_row_kernel, inputs, out, block_n, int(config["num_warps"]), **meta)
 
 
 def _prepare_looped(inputs: Inputs, out: torch.Tensor, config):
@@ -159,15 +234,24 @@ def _tutorial_num_warps(block_n: int) -> int:
     return min(max(block_n // 256, 1), 8)
 
 
+def _split_reason(shape: Shape, dtype: torch.dtype) -> str | None:
+    """Why the rows of this case gain nothing from ``aligned=1`` (or cannot take it); None when they can."""
+    return split_unsupported(shape["N"], shape.params.get("stride", shape["N"]), shape["N"], element_size(dtype))
+
+
 def _row_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
-    return [{"num_warps": w} for w in (2, 4, 8, 16, 32)]
+    # Where the split applies, every warp count both ways, so the sweep measures what it is worth.
+    plain = [{"num_warps": w} for w in (2, 4, 8, 16, 32)]
+    return plain if _split_reason(shape, dtype) else [*({**c, "aligned": 1} for c in plain), *plain]
 
 
 def _row_default(shape: Shape, dtype: torch.dtype) -> dict:
     # Triton tutorial 02 (fused softmax), whose one-row-in-registers kernel this one mirrors:
-    # 4 warps, 8 from a 2048-wide block, 16 from 4096.
+    # 4 warps, 8 from a 2048-wide block, 16 from 4096; split at 16-byte boundaries where Triton cannot prove
+    # the rows aligned (16-bit rows then load and store 16 bytes at a time instead of 2).
     block = triton.next_power_of_2(shape["N"])
-    return {"num_warps": 16 if block >= 4096 else 8 if block >= 2048 else 4}
+    config = {"num_warps": 16 if block >= 4096 else 8 if block >= 2048 else 4}
+    return config if _split_reason(shape, dtype) else {**config, "aligned": 1}
 
 
 def _row_supports(shape: Shape, dtype: torch.dtype) -> str | None:
@@ -183,7 +267,7 @@ def _row_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
     # over the 255-register limit, so the config spills (and takes minutes to compile).
     if block // threads > ROW_MAX_PER_THREAD:
         return f"{block // threads} elements per thread (> {ROW_MAX_PER_THREAD}): spills past 255 registers"
-    return None
+    return _split_reason(shape, dtype) if config.get("aligned", 0) else None
 
 
 def _looped_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
@@ -342,6 +426,17 @@ KERNEL = KernelSpec(
             writes_out=False,
         ),
     ],
+    targets=[
+        Target(
+            "triton_row",
+            "pct_copy_bw",
+            85,
+            min_bytes=64e6,
+            reason="x read once and y written once from a row held in registers (weight and bias are 2N elements, "
+            "cached across rows): near copy bandwidth once DRAM-bound, at every width it takes and in every dtype "
+            "(issue 24's goal); rows Triton cannot prove aligned split at 16-byte boundaries (aligned=1)",
+        ),
+    ],
     negative_controls=[
         Implementation(
             "no_eps",
@@ -351,6 +446,7 @@ KERNEL = KernelSpec(
             description="rsqrt(var) without eps: 3.3x too large when var = eps / 10, NaN on constant rows",
             rejected_for="elements outside atol",
         ),
+        no_tail_control(_prepare_row, _row_default),
         Implementation(
             "one_pass_variance_fp16",
             "eager",

@@ -64,7 +64,16 @@ import triton
 import triton.language as tl
 
 from kernelscope.baselines import compiled
-from kernelscope.heuristics import idle_warps, row_spills, whole_row_unsupported
+from kernelscope.heuristics import (
+    check_split,
+    idle_warps,
+    no_tail_control,
+    row_spills,
+    row_split,
+    split_unsupported,
+    vec_elements,
+    whole_row_unsupported,
+)
 from kernelscope.runtime import device_limits
 from kernelscope.spec import (
     Implementation,
@@ -85,6 +94,50 @@ MAX_ROW_BLOCK = 65536
 
 
 @triton.jit
+def _softmax_whole_row(out_row_ptr, in_row_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+    """Softmax of the ``n_cols`` contiguous elements at ``in_row_ptr``, held in one block
+    (``BLOCK_SIZE >= n_cols``), stored at ``out_row_ptr``."""
+    offsets = tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_cols
+    x = tl.load(in_row_ptr + offsets, mask=mask, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)
+    numerators = tl.exp(x)
+    y = numerators / tl.sum(numerators, axis=0)
+    tl.store(out_row_ptr + offsets, y.to(out_row_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_whole_row_aligned(
+    out_row_ptr, in_row_ptr, n_cols, BLOCK_SIZE: tl.constexpr, VEC: tl.constexpr, KEEP_TAIL: tl.constexpr
+):
+    """``_softmax_whole_row`` with the row split at its first 16-byte boundary (``row_split``): the head and
+    the tail, fewer than ``VEC`` elements each, load and store lane by lane; the body, from a pointer declared
+    16-byte aligned and under a mask that changes only every ``VEC`` lanes, 16 bytes at a time. The output row
+    lies at the same offset from a boundary as the input row (the launcher checks), so one split serves both.
+    ``KEEP_TAIL`` is False only in the negative control ``aligned_no_tail``."""
+    head, body = row_split(in_row_ptr, n_cols, VEC)
+    tail_start = head + body
+    edge = tl.arange(0, VEC)
+    cols = tl.arange(0, BLOCK_SIZE)
+    head_mask = edge < head
+    body_mask = cols < body
+    tail_mask = edge < (n_cols - tail_start if KEEP_TAIL else 0)
+    x_head = tl.load(in_row_ptr + edge, mask=head_mask, other=-float("inf")).to(tl.float32)
+    x_body = tl.load(tl.multiple_of(in_row_ptr + head, 16) + cols, mask=body_mask, other=-float("inf"))
+    x_body = x_body.to(tl.float32)
+    x_tail = tl.load(in_row_ptr + tail_start + edge, mask=tail_mask, other=-float("inf")).to(tl.float32)
+    m = tl.maximum(tl.maximum(tl.max(x_head, axis=0), tl.max(x_body, axis=0)), tl.max(x_tail, axis=0))
+    e_head = tl.exp(x_head - m)
+    e_body = tl.exp(x_body - m)
+    e_tail = tl.exp(x_tail - m)
+    total = tl.sum(e_head, axis=0) + tl.sum(e_body, axis=0) + tl.sum(e_tail, axis=0)
+    dtype = out_row_ptr.dtype.element_ty
+    tl.store(out_row_ptr + edge, (e_head / total).to(dtype), mask=head_mask)
+    tl.store(tl.multiple_of(out_row_ptr + head, 16) + cols, (e_body / total).to(dtype), mask=body_mask)
+    tl.store(out_row_ptr + tail_start + edge, (e_tail / total).to(dtype), mask=tail_mask)
+
+
+@triton.jit
 def _row_softmax_kernel(
     out_ptr,
     in_ptr,
@@ -92,16 +145,15 @@ def _row_softmax_kernel(
     in_row_stride,
     out_row_stride,
     BLOCK_SIZE: tl.constexpr,
+    ALIGNED: tl.constexpr,
+    VEC: tl.constexpr,
+    KEEP_TAIL: tl.constexpr = True,
 ):
-    """One program computes one row. ``in_ptr``/``out_ptr``: [n_rows, n_cols], unit column stride."""
+    """One program computes one row. ``in_ptr``/``out_ptr``: [n_rows, n_cols], unit column stride; with
+    ``ALIGNED`` every input row and its output row lie at the same offset from a 16-byte boundary."""
     row = tl.program_id(0).to(tl.int64)
-    offsets = tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n_cols
-    x = tl.load(in_ptr + row * in_row_stride + offsets, mask=mask, other=-float("inf")).to(tl.float32)
-    x = x - tl.max(x, axis=0)
-    numerators = tl.exp(x)
-    y = numerators / tl.sum(numerators, axis=0)
-    tl.store(out_ptr + row * out_row_stride + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
+    out_row, in_row = out_ptr + row * out_row_stride, in_ptr + row * in_row_stride
+    _softmax_one_row(out_row, in_row, n_cols, BLOCK_SIZE, ALIGNED, VEC, KEEP_TAIL)
 
 
 def _check_rows(x: torch.Tensor, out: torch.Tensor) -> None:
@@ -113,29 +165,64 @@ def _check_rows(x: torch.Tensor, out: torch.Tensor) -> None:
         raise ValueError(f"output must match the input's shape {tuple(x.shape)} with unit column stride")
 
 
-def _prepare_row(inputs: Inputs, out: torch.Tensor, config) -> callable:
+def _prepare_row(inputs: Inputs, out: torch.Tensor, config, keep_tail: bool = True) -> callable:
     x = inputs["x"]
     _check_rows(x, out)
     n_rows, n_cols = x.shape
     block = triton.next_power_of_2(n_cols)
     num_warps = int(config["num_warps"])
+    aligned = _aligned(x, out, config)
 
     def run() -> torch.Tensor:
         _row_softmax_kernel[(n_rows,)](
-            out, x, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=block, num_warps=num_warps
+            out,
+            x,
+            n_cols,
+            x.stride(0),
+            out.stride(0),
+            BLOCK_SIZE=block,
+            ALIGNED=aligned,
+            VEC=vec_elements(x.element_size()),
+            KEEP_TAIL=keep_tail,
+            num_warps=num_warps,
         )
         return out
 
     return run
 
 
+def _aligned(x: torch.Tensor, out: torch.Tensor, config) -> bool:
+    """The config's ``aligned`` (0 when absent), checked against the tensors it will run on."""
+    aligned = bool(config.get("aligned", 0))
+    if aligned:
+        check_split(x, out)
+    return aligned
+
+
+def _split_reason(shape: Shape, dtype: torch.dtype) -> str | None:
+    """Why the rows of this case gain nothing from ``aligned=1`` (or cannot take it); None when they can."""
+    return split_unsupported(shape["N"], shape.params.get("stride", shape["N"]), shape["N"], element_size(dtype))
+
+
+def _with_split(configs: list[dict], shape: Shape, dtype: torch.dtype) -> list[dict]:
+    """``configs`` with ``aligned=1`` added to each where it applies (rows Triton cannot prove aligned)."""
+    return configs if _split_reason(shape, dtype) else [{**c, "aligned": 1} for c in configs]
+
+
+ROW_WARPS = (1, 2, 4, 8, 16, 32)
+
+
 def _row_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
-    return [{"num_warps": w} for w in (1, 2, 4, 8, 16, 32)]
+    # Where the split applies, every warp count both ways: the sweep then measures what the full-width body
+    # is worth against the lane-by-lane row it replaces.
+    plain = [{"num_warps": w} for w in ROW_WARPS]
+    return plain if _split_reason(shape, dtype) else [*_with_split(plain, shape, dtype), *plain]
 
 
 def _row_default(shape: Shape, dtype: torch.dtype) -> dict:
-    # The seed's heuristic: 8 warps once the block is 2048 wide, else 4.
-    return {"num_warps": 8 if triton.next_power_of_2(shape["N"]) >= 2048 else 4}
+    # The seed's heuristic: 8 warps once the block is 2048 wide, else 4; split at 16-byte boundaries where
+    # Triton cannot prove the rows aligned (a 16-bit row then moves 16 bytes a load instead of 2).
+    return _with_split([{"num_warps": 8 if triton.next_power_of_2(shape["N"]) >= 2048 else 4}], shape, dtype)[0]
 
 
 def _row_supports(shape: Shape, dtype: torch.dtype) -> str | None:
@@ -143,7 +230,15 @@ def _row_supports(shape: Shape, dtype: torch.dtype) -> str | None:
 
 
 def _row_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
-    return idle_warps(shape["N"], config["num_warps"]) or row_spills(shape["N"], config["num_warps"])
+    return (
+        idle_warps(shape["N"], config["num_warps"])
+        or row_spills(shape["N"], config["num_warps"])
+        or _split_prune_reason(config, shape, dtype)
+    )
+
+
+def _split_prune_reason(config, shape: Shape, dtype: torch.dtype) -> str | None:
+    return _split_reason(shape, dtype) if config.get("aligned", 0) else None
 
 
 # --- triton_persistent ---------------------------------------------------------------------------
@@ -159,19 +254,6 @@ PROGRAMS_PER_SM = (1, 2, 4, 8)
 
 
 @triton.jit
-def _softmax_whole_row(out_row_ptr, in_row_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
-    """Softmax of the ``n_cols`` contiguous elements at ``in_row_ptr``, held in one block
-    (``BLOCK_SIZE >= n_cols``), stored at ``out_row_ptr``."""
-    offsets = tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n_cols
-    x = tl.load(in_row_ptr + offsets, mask=mask, other=-float("inf")).to(tl.float32)
-    x = x - tl.max(x, axis=0)
-    numerators = tl.exp(x)
-    y = numerators / tl.sum(numerators, axis=0)
-    tl.store(out_row_ptr + offsets, y.to(out_row_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
 def _persistent_softmax_kernel(
     out_ptr,
     in_ptr,
@@ -182,10 +264,12 @@ def _persistent_softmax_kernel(
     BLOCK_SIZE: tl.constexpr,
     NUM_STAGES: tl.constexpr,
     USE_TL_RANGE: tl.constexpr,
+    ALIGNED: tl.constexpr,
+    VEC: tl.constexpr,
 ):
     """Program ``pid`` of a grid of ``G`` computes rows ``pid, pid + G, pid + 2G, ...``.
 
-    ``in_ptr``/``out_ptr``: [n_rows, n_cols], unit column stride.
+    ``in_ptr``/``out_ptr``: [n_rows, n_cols], unit column stride; ``ALIGNED`` as in ``_row_softmax_kernel``.
     """
     first_row = tl.program_id(0)
     n_programs = tl.num_programs(0)
@@ -194,10 +278,30 @@ def _persistent_softmax_kernel(
     out_row_stride = tl.cast(out_row_stride, tl.int64)
     if USE_TL_RANGE:
         for row in tl.range(first_row, n_rows, n_programs, num_stages=NUM_STAGES):
-            _softmax_whole_row(out_ptr + row * out_row_stride, in_ptr + row * in_row_stride, n_cols, BLOCK_SIZE)
+            _softmax_one_row(
+                out_ptr + row * out_row_stride, in_ptr + row * in_row_stride, n_cols, BLOCK_SIZE, ALIGNED, VEC, True
+            )
     else:
         for row in range(first_row, n_rows, n_programs):
-            _softmax_whole_row(out_ptr + row * out_row_stride, in_ptr + row * in_row_stride, n_cols, BLOCK_SIZE)
+            _softmax_one_row(
+                out_ptr + row * out_row_stride, in_ptr + row * in_row_stride, n_cols, BLOCK_SIZE, ALIGNED, VEC, True
+            )
+
+
+@triton.jit
+def _softmax_one_row(
+    out_row,
+    in_row,
+    n_cols,
+    BLOCK_SIZE: tl.constexpr,
+    ALIGNED: tl.constexpr,
+    VEC: tl.constexpr,
+    KEEP_TAIL: tl.constexpr,
+):
+    if ALIGNED:
+        _softmax_whole_row_aligned(out_row, in_row, n_cols, BLOCK_SIZE, VEC, KEEP_TAIL)
+    else:
+        _softmax_whole_row(out_row, in_row, n_cols, BLOCK_SIZE)
 
 
 def persistent_grid(n_rows: int, programs_per_sm: int) -> int:
@@ -212,6 +316,7 @@ def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
     block = triton.next_power_of_2(n_cols)
     grid = (persistent_grid(n_rows, int(config["programs_per_sm"])),)
     num_stages, num_warps = int(config["num_stages"]), int(config["num_warps"])
+    aligned = _aligned(x, out, config)
 
     def run() -> torch.Tensor:
         _persistent_softmax_kernel[grid](
@@ -224,6 +329,8 @@ def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
             BLOCK_SIZE=block,
             NUM_STAGES=num_stages,
             USE_TL_RANGE=PIPELINED_RANGE,
+            ALIGNED=aligned,
+            VEC=vec_elements(x.element_size()),
             num_warps=num_warps,
         )
         return out
@@ -245,12 +352,14 @@ def _persistent_warps(shape: Shape) -> int:
 
 
 def _persistent_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    # split at 16-byte boundaries wherever that applies (triton_row's sweep measures what it is worth)
     stages = (1, 2) if PIPELINED_RANGE else (1,)
-    return [
+    space = [
         {"programs_per_sm": p, "num_stages": s, "num_warps": _persistent_warps(shape)}
         for p in PROGRAMS_PER_SM
         for s in stages
     ]
+    return _with_split(space, shape, dtype)
 
 
 def _persistent_default(shape: Shape, dtype: torch.dtype) -> dict:
@@ -261,10 +370,13 @@ def _persistent_default(shape: Shape, dtype: torch.dtype) -> dict:
     num_warps = _persistent_warps(shape)
     programs_per_sm = 32 // num_warps
     prefetch = PIPELINED_RANGE and programs_per_sm * _stage_bytes(shape, dtype, 2) <= 128 * 1024
-    return {"programs_per_sm": programs_per_sm, "num_stages": 2 if prefetch else 1, "num_warps": num_warps}
+    config = {"programs_per_sm": programs_per_sm, "num_stages": 2 if prefetch else 1, "num_warps": num_warps}
+    return _with_split([config], shape, dtype)[0]
 
 
 def _persistent_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    if reason := _split_prune_reason(config, shape, dtype):
+        return reason
     smem = _stage_bytes(shape, dtype, int(config["num_stages"]))
     per_block = limits["max_shared_mem_per_block"]
     if smem > per_block:
@@ -897,10 +1009,11 @@ KERNEL = KernelSpec(
             "triton_row",
             "pct_copy_bw",
             85,
-            shapes={"N": (1000, 32768)},
-            min_bytes=256e6,
+            min_bytes=64e6,
             reason="a row that fits one program is read once and written once: near copy bandwidth once the "
-            "problem is DRAM-bound",
+            "problem is DRAM-bound, at every width it takes and in every dtype (issue 24's goal); odd and other "
+            "rows Triton cannot prove aligned split at 16-byte boundaries (aligned=1), so 16-bit rows load at "
+            "full width",
         ),
         Target(
             "triton_row",
@@ -917,6 +1030,16 @@ KERNEL = KernelSpec(
             reason="rows too wide for one program: the online kernel reads each row twice, so below copy "
             "bandwidth, but most of it while the second read hits L2",
         ),
+        Target(
+            "triton_split",
+            "pct_copy_bw",
+            85,
+            shapes={"N": (65536, None)},
+            min_bytes=64e6,
+            reason="rows too wide for one program, read once by a team of programs that exchange their partial "
+            "statistics: the minimal traffic, so near copy bandwidth as for rows that fit one program (issue 24's "
+            "goal for every softmax moving 64 MB or more)",
+        ),
     ],
     negative_controls=[
         Implementation(
@@ -927,6 +1050,7 @@ KERNEL = KernelSpec(
             description="skips the max subtraction: exp overflows on large logits",
             rejected_for="non-finite outputs where the reference is finite",  # exp overflows on large logits
         ),
+        no_tail_control(_prepare_row, _row_default),
         Implementation(
             "online_no_rescale",
             "triton",

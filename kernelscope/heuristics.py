@@ -1,8 +1,10 @@
-"""Launch-config rules shared by kernels that keep a whole row in one Triton program."""
+"""Launch-config rules shared by kernels that keep a whole row in one Triton program, and the split of a row
+at 16-byte boundaries that lets its body load and store at full width."""
 
 from __future__ import annotations
 
 import triton
+import triton.language as tl
 
 #: warps every row kernel may use on any row: the usual default, which the sweep must always be able to time
 BASE_WARPS = 4
@@ -35,3 +37,103 @@ def row_spills(n_cols: int, num_warps: int, max_per_thread: int = 256) -> str | 
     if per_thread > max_per_thread:
         return f"{per_thread} elements a thread (> {max_per_thread}): registers spill"
     return None
+
+
+# --- rows split at 16-byte boundaries -------------------------------------------------------------
+#
+# Triton vectorises a load only as far as it can prove the addresses aligned: a pointer argument is known
+# 16-byte aligned, and an integer argument (N, a row stride) is known to be a multiple of 16 only when it is
+# one (the launch specialises on it). A row of N = 2049 fp16 elements therefore loads 2 bytes at a time for
+# the whole row, though all but at most 14 of its bytes lie in aligned 16-byte pieces. row_split cuts the
+# row at its first 16-byte boundary: a head of fewer than VEC elements (VEC = 16 bytes of elements), an
+# aligned body whose length is a multiple of VEC, and a tail of fewer than VEC elements. The body is loaded
+# from a pointer declared 16-byte aligned (tl.multiple_of) with a mask that changes only every VEC lanes,
+# which is what the compiler needs for 128-bit loads and stores.
+
+#: bytes a full-width (128-bit) load or store moves
+ALIGN_BYTES = 16
+
+
+def vec_elements(element_bytes: int) -> int:
+    """Elements of a full-width (16-byte) load: ``VEC`` of :func:`row_split`."""
+    return ALIGN_BYTES // element_bytes
+
+
+@triton.jit
+def row_split(row_ptr, n_cols, VEC: tl.constexpr):
+    """``(head, body)`` of the ``n_cols`` contiguous elements at ``row_ptr``: ``head`` elements before the first
+    16-byte boundary (fewer than ``VEC``, the elements in 16 bytes), then ``body`` elements from that boundary
+    (a multiple of ``VEC``), then a tail of the ``n_cols - head - body < VEC`` that remain."""
+    past_boundary = (row_ptr.to(tl.int64) % 16) // (16 // VEC)  # elements since the boundary at or before row_ptr
+    head = tl.minimum((VEC - past_boundary) % VEC, n_cols)
+    body = (n_cols - head) // VEC * VEC
+    return head, body
+
+
+def split_unsupported(n_cols: int, row_stride: int, out_row_stride: int, element_bytes: int) -> str | None:
+    """Reason the split of :func:`row_split` cannot apply, or adds nothing, to rows of ``n_cols`` elements with
+    these input and output row strides (in elements); None when it applies."""
+    if n_cols % 16 == 0 and row_stride % 16 == 0 and out_row_stride % 16 == 0:
+        return (
+            f"N={n_cols} and the row strides are multiples of 16, which Triton specialises on: every row is "
+            f"known aligned and already loads at full width"
+        )
+    if (row_stride - out_row_stride) * element_bytes % ALIGN_BYTES:
+        return (
+            f"input rows (stride {row_stride}) and output rows (stride {out_row_stride}) start at different "
+            f"offsets from a {ALIGN_BYTES}-byte boundary: one split cannot serve both"
+        )
+    return None
+
+
+def check_split(x, out) -> None:
+    """Raise unless every row of ``x`` and of ``out`` (2-D tensors, unit column stride) lies at the same offset
+    from a 16-byte boundary: the split kernels compute one split from the input row and store with it."""
+    if (x.data_ptr() - out.data_ptr()) % ALIGN_BYTES or (x.stride(0) - out.stride(0)) * x.element_size() % ALIGN_BYTES:
+        raise ValueError(
+            f"aligned=1 needs input and output rows at the same offset from a {ALIGN_BYTES}-byte boundary; got "
+            f"data pointers {x.data_ptr() % ALIGN_BYTES} and {out.data_ptr() % ALIGN_BYTES} bytes past one and row "
+            f"strides {x.stride(0)} and {out.stride(0)} elements: use aligned=0"
+        )
+
+
+def _off_boundary_like(x):
+    """An uninitialised contiguous tensor of ``x``'s shape and dtype whose data starts one element past a
+    16-byte boundary."""
+    return x.new_empty(x.numel() + 1)[1:].view(x.shape)
+
+
+def no_tail_control(prepare_row, row_default):
+    """The negative control ``aligned_no_tail`` of a row kernel: ``prepare_row(inputs, out, config,
+    keep_tail=False)`` at ``row_default`` with aligned=1, which neither loads nor stores the tail after the
+    aligned body (the remainder a vectorised loop forgets). Rows aligned at both ends have no tail, so it runs
+    on a copy of ``inputs["x"]`` one element past a 16-byte boundary, where most rows end with one (so the
+    gate rejects it on every case); what it leaves unwritten stays NaN."""
+    from kernelscope.spec import Implementation, Shape  # spec imports torch: only where a control is declared
+
+    def config(shape, dtype) -> dict:
+        return {**row_default(shape, dtype), "aligned": 1}
+
+    def prepare(inputs, out, _config):
+        x = inputs["x"]
+        staged_in, staged_out = _off_boundary_like(x), _off_boundary_like(x)
+        shape = Shape({"M": x.shape[0], "N": x.shape[1]}, "negative control")
+        row = prepare_row({**inputs, "x": staged_in}, staged_out, config(shape, x.dtype), keep_tail=False)
+
+        def run():
+            staged_in.copy_(x)
+            staged_out.fill_(float("nan"))
+            return row().clone()
+
+        return run
+
+    return Implementation(
+        "aligned_no_tail",
+        "triton",
+        prepare,
+        configs=lambda shape, dtype: [config(shape, dtype)],
+        default_config=config,
+        writes_out=False,
+        description="triton_row at aligned=1 without the tail after the aligned body",
+        rejected_for="non-finite outputs where the reference is finite",
+    )

@@ -127,3 +127,51 @@ def test_traffic_model():
     shape = Shape({"M": 16384, "N": 4096}, "x")
     assert SPEC.bytes_moved(shape, torch.float16) == 2 * (2 * 16384 * 4096 + 2 * 4096)
     assert SPEC.bytes_moved(shape, torch.float16) >= 256 * 2**20
+
+
+# --- rows split at 16-byte boundaries (aligned=1); the split itself is checked in tests/test_softmax.py ----
+
+
+@pytest.mark.parametrize("dtype", list(SPEC.tolerances))
+@pytest.mark.parametrize(
+    ("n_rows", "n_cols", "stride"),
+    [(9, 1, 1), (9, 3, 3), (9, 129, 129), (5, 24, 24), (5, 70, 78)],
+    ids=["one-element", "under-16-bytes", "odd", "rows-on-boundaries", "strided"],
+)
+def test_split_rows_pass_the_gate(n_rows, n_cols, stride, dtype):
+    shape = Shape({"M": n_rows, "N": n_cols, "stride": stride}, "test")
+    config = ROW.default_config(shape, dtype)
+    assert config["aligned"] == 1
+    record = correctness.check_implementation(SPEC, ROW, shape, dtype, SEEDS, config)
+    assert record["status"] == "pass", record["failure"]
+
+
+def test_split_is_offered_only_where_triton_cannot_prove_rows_aligned():
+    odd, known = Shape({"M": 64, "N": 4097}, "test"), Shape({"M": 64, "N": 4096}, "test")
+    assert ROW.default_config(odd, torch.float16) == {"num_warps": 16, "aligned": 1}
+    assert len(ROW.configs(odd, torch.float16)) == 2 * len(ROW.configs(known, torch.float16))
+    assert not any(c.get("aligned") for c in ROW.configs(known, torch.float16))
+    assert "Triton specialises" in ROW.prune({"num_warps": 16, "aligned": 1}, known, torch.float16, {})
+
+
+def test_aligned_no_tail_control_is_rejected_where_rows_have_no_tail_of_their_own():
+    shape = Shape({"M": 5, "N": 24}, "test")  # 48-byte fp16 rows: aligned at both ends
+    record = correctness.check_implementation(
+        SPEC, SPEC.implementation("aligned_no_tail"), shape, torch.float16, SEEDS, {}
+    )
+    assert record["status"] == "fail" and "non-finite outputs where the reference is finite" in record["failure"]
+
+
+def test_split_rows_compile_to_full_width_x_and_y_on_sm90():
+    from test_softmax import sm90_memory_ops
+
+    # 4097 in an 8192 block at 16 warps: 16 elements a thread. Split, x and y move 16 bytes an instruction;
+    # weight and bias stay element by element (their columns start on a boundary only when the row does).
+    sig = {f"{p}_ptr": "*fp16" for p in ("out", "x", "w", "b")} | {"N": "i32", "stride_xm": "i32", "stride_om": "i32"}
+    sig |= {"eps": "fp32"} | dict.fromkeys(("BLOCK_N", "ALIGNED", "VEC", "KEEP_TAIL"), "constexpr")
+    meta = {"BLOCK_N": 8192, "VEC": 8, "KEEP_TAIL": True}
+    plain, split = sm90_memory_ops(
+        [["kernels.layernorm", "_layernorm_row_kernel", sig, {**meta, "ALIGNED": a}, 16] for a in (0, 1)]
+    )
+    assert plain == {"ld.global.b16": 48, "st.global.b16": 16}
+    assert split == {"ld.global.b16": 38, "ld.global.v4.b32": 2, "st.global.b16": 2, "st.global.v4.b32": 2}

@@ -10,12 +10,14 @@ import math
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import helpers
 from helpers import H200_LIMITS as H200
 from helpers import assert_pass, shape
 from kernels import softmax
-from kernelscope import correctness
+from kernelscope import correctness, heuristics
 
 SPEC = softmax.KERNEL
 SEEDS = (0, 1, 2)  # one seed per input regime of make_inputs (N(0,1); +100 offset; wide spread)
@@ -35,7 +37,8 @@ gate = functools.partial(helpers.gate, SPEC, seeds=SEEDS)
 
 def run(name: str, x: torch.Tensor, config: dict | None = None) -> torch.Tensor:
     impl = SPEC.implementation(name)
-    shp = shape(M=x.shape[0], N=x.shape[1])
+    # the row stride too: whether aligned=1 applies (the default where it does) depends on it
+    shp = shape(M=x.shape[0], N=x.shape[1], stride=x.stride(0))
     out = SPEC.make_output({"x": x}).fill_(math.nan)
     return impl.prepare({"x": x}, out, config or impl.default_config(shp, x.dtype))()
 
@@ -372,3 +375,188 @@ def test_online_prunes_pipelines_that_overflow_shared_memory():
     assert impl.prune(fits, wide, torch.float32, H200) is None  # 2 x 64 KB of fp32 blocks
     too_much = {**fits, "programs_per_sm": 4}
     assert "shared memory" in impl.prune(too_much, wide, torch.float32, H200)  # 4 x 64 KB > 227 KB
+
+
+# --- rows split at 16-byte boundaries (aligned=1) ---------------------------------------------------------
+
+ROW_KERNELS = ("triton_row", "triton_persistent")
+
+
+@triton.jit
+def _split_of_every_row(head_ptr, body_ptr, x_ptr, n_cols, row_stride, VEC: tl.constexpr):
+    row = tl.program_id(0)
+    head, body = heuristics.row_split(x_ptr + row * row_stride, n_cols, VEC)
+    tl.store(head_ptr + row, head)
+    tl.store(body_ptr + row, body)
+
+
+@pytest.mark.parametrize("dtype", list(SPEC.tolerances))
+@pytest.mark.parametrize(
+    ("n_cols", "row_stride", "offset"),
+    [(1, 1, 0), (3, 3, 1), (7, 9, 0), (70, 70, 0), (70, 70, 5), (2049, 2049, 0), (24, 24, 0)],
+)
+def test_row_split_starts_the_body_on_a_16_byte_boundary(dtype, n_cols, row_stride, offset):
+    # The interpreter does not care whether a vector load is aligned (a GPU faults on a misaligned one), and a
+    # wrong split that still covers the row gives right softmaxes: so the split itself is checked, row by row.
+    n_rows = 11
+    flat = torch.zeros(offset + n_rows * row_stride, dtype=dtype)
+    x = flat[offset:].as_strided((n_rows, n_cols), (row_stride, 1))
+    head = torch.empty(n_rows, dtype=torch.int64)
+    body = torch.empty(n_rows, dtype=torch.int64)
+    vec = heuristics.vec_elements(x.element_size())
+    _split_of_every_row[(n_rows,)](head, body, x, n_cols, row_stride, VEC=vec)
+    for r in range(n_rows):
+        h, b = int(head[r]), int(body[r])
+        start = x.data_ptr() + r * row_stride * x.element_size()
+        tail = n_cols - h - b
+        assert 0 <= h < vec and 0 <= tail < vec and b >= 0 and b % vec == 0, (r, h, b)
+        if h < n_cols:  # the row reaches a boundary: the body starts on it, and it is the first one
+            assert (start + h * x.element_size()) % 16 == 0, (r, h)
+        assert h == min(n_cols, (-start % 16) // x.element_size()), (r, h)
+
+
+@pytest.mark.parametrize("dtype", list(SPEC.tolerances))
+@pytest.mark.parametrize("name", ROW_KERNELS)
+@pytest.mark.parametrize(
+    "shp",
+    [
+        shape(M=9, N=1),  # one element: head or tail only, no body
+        shape(M=9, N=3),  # shorter than 16 bytes in every dtype
+        shape(M=9, N=7),
+        shape(M=9, N=129),  # odd: every row starts at another offset from a boundary
+        shape(M=5, N=24),  # rows of 48/96 bytes: every row starts on a boundary, body only (24 % 16 != 0)
+        shape(M=5, N=70, stride=78),  # strided input: its rows and the output's share their offsets
+    ],
+    ids=lambda s: s.id,
+)
+def test_split_rows_pass_the_gate(shp, name, dtype):
+    config = SPEC.implementation(name).default_config(shp, dtype)
+    assert config["aligned"] == 1
+    assert_pass(gate(name, shp, dtype, config))
+
+
+@pytest.mark.parametrize("name", ROW_KERNELS)
+def test_split_is_offered_only_where_triton_cannot_prove_rows_aligned(name):
+    impl = SPEC.implementation(name)
+    odd, known, mismatched = shape(M=64, N=2049), shape(M=64, N=2048), shape(M=33, N=70, stride=80)
+    assert all(
+        c.get("aligned") == 1 for c in impl.configs(odd, torch.float16) if c not in impl.configs(known, torch.float16)
+    )
+    assert impl.default_config(odd, torch.float16)["aligned"] == 1
+    for shp in (known, mismatched):  # already full width; in and out rows at different offsets (fp16: 20 bytes)
+        assert not any(c.get("aligned") for c in impl.configs(shp, torch.float16))
+        assert "aligned" not in impl.default_config(shp, torch.float16)
+        reason = impl.prune({**impl.default_config(shp, torch.float16), "aligned": 1}, shp, torch.float16, H200)
+        assert reason and ("Triton specialises" in reason or "different offsets" in reason), reason
+    # triton_row sweeps each warp count both ways where the split applies
+    if name == "triton_row":
+        assert len(impl.configs(odd, torch.float16)) == 2 * len(impl.configs(known, torch.float16))
+
+
+def test_split_refuses_tensors_whose_rows_sit_at_different_offsets():
+    x = softmax.make_inputs(shape(M=4, N=70, stride=80), torch.float16, torch.device("cpu"), seed=0)["x"]
+    out = SPEC.make_output({"x": x})
+    with pytest.raises(ValueError, match="same offset from a 16-byte boundary.*use aligned=0"):
+        SPEC.implementation("triton_row").prepare({"x": x}, out, {"num_warps": 4, "aligned": 1})
+
+
+def test_aligned_no_tail_control_is_rejected_where_rows_have_no_tail_of_their_own():
+    # rows of 24 fp16 (48 bytes) are aligned at both ends: only the control's off-boundary copy gives them tails
+    shp = shape(M=5, N=24)
+    record = gate(SPEC.implementation("aligned_no_tail"), shp, torch.float16, {})
+    assert record["status"] == "fail" and "non-finite outputs where the reference is finite" in record["failure"]
+
+
+# Offline sm_90 builds (ptxas ships with Triton's NVIDIA backend): what the compiler emits for the loads and
+# stores, which the interpreter cannot show. Run in a subprocess without TRITON_INTERPRET, since under the
+# interpreter @triton.jit functions cannot be compiled.
+_SM90_MEMORY_OPS = r"""
+import collections, json, re, sys
+try:
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    import triton
+except ImportError as e:
+    print(json.dumps({"unavailable": f"no offline compiler: {e}"})); sys.exit()
+import importlib
+cases = json.loads(sys.argv[1])
+out = []
+for module, kernel, signature, constexprs, num_warps in cases:
+    fn = getattr(importlib.import_module(module), kernel)
+    k = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+    ops = re.findall(r"(?:ld|st)\.global[.\w]*|cp\.async\.\w+\.shared\.global", k.asm["ptx"])
+    out.append(dict(collections.Counter(ops)))
+print(json.dumps({"ops": out}))
+"""
+
+
+def sm90_memory_ops(cases: list) -> list[dict]:
+    """Counts of the global-memory instructions in the sm_90 PTX of each ``(module, kernel, signature,
+    constexprs, num_warps)``; skips the test where this Triton has no offline NVIDIA compiler."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = pathlib.Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", _SM90_MEMORY_OPS, json.dumps(cases)],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if "unavailable" in result:
+        pytest.skip(result["unavailable"])
+    return result["ops"]
+
+
+def test_split_rows_compile_to_full_width_body_loads_and_stores_on_sm90():
+    # A 2049-wide row in a 4096 block at 4 warps: 32 elements a thread. Unsplit, every one is its own 2-byte
+    # (fp16) or 4-byte (fp32) load and store; split, the body moves 16 bytes an instruction and only the head
+    # and tail (one predicated lane each) go element by element. The persistent kernel's prefetch (2 stages)
+    # becomes 16-byte cp.async copies, where the unsplit 16-bit row was not pipelined at all.
+    def row(dtype, aligned):
+        sig = {
+            "out_ptr": f"*{dtype}",
+            "in_ptr": f"*{dtype}",
+            "n_cols": "i32",
+            "in_row_stride": "i32",
+            "out_row_stride": "i32",
+        }
+        sig |= dict.fromkeys(("BLOCK_SIZE", "ALIGNED", "VEC", "KEEP_TAIL"), "constexpr")
+        vec = 8 if dtype == "fp16" else 4
+        return [
+            "kernels.softmax",
+            "_row_softmax_kernel",
+            sig,
+            {"BLOCK_SIZE": 4096, "ALIGNED": aligned, "VEC": vec, "KEEP_TAIL": True},
+            4,
+        ]
+
+    sig = {
+        "out_ptr": "*fp16",
+        "in_ptr": "*fp16",
+        "n_rows": "i32",
+        "n_cols": "i32",
+        "in_row_stride": "i32",
+        "out_row_stride": "i32",
+    }
+    sig |= dict.fromkeys(("BLOCK_SIZE", "NUM_STAGES", "USE_TL_RANGE", "ALIGNED", "VEC"), "constexpr")
+    meta = {"BLOCK_SIZE": 4096, "NUM_STAGES": 2, "USE_TL_RANGE": True, "VEC": 8}
+    persistent = [["kernels.softmax", "_persistent_softmax_kernel", sig, {**meta, "ALIGNED": a}, 4] for a in (0, 1)]
+    plain16, split16, plain32, split32, persistent_plain, persistent_split = sm90_memory_ops(
+        [row("fp16", 0), row("fp16", 1), row("fp32", 0), row("fp32", 1), *persistent]
+    )
+    assert plain16 == {"ld.global.b16": 32, "st.global.b16": 32}
+    assert split16 == {"ld.global.b16": 2, "ld.global.v4.b32": 4, "st.global.b16": 2, "st.global.v4.b32": 4}
+    assert plain32 == {"ld.global.b32": 32, "st.global.b32": 32}
+    assert split32 == {"ld.global.b32": 2, "ld.global.v4.b32": 8, "st.global.b32": 2, "st.global.v4.b32": 8}
+    assert "cp.async.cg.shared.global" not in persistent_plain and persistent_plain["ld.global.b16"] == 32
+    assert persistent_split["cp.async.cg.shared.global"] >= 4 and persistent_split["st.global.v4.b32"] == 4

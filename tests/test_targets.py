@@ -17,3 +17,25 @@ def test_declared_targets_name_real_variants_and_baselines(name):
         assert target.baseline is None or target.baseline in baselines, (
             f"{name}: target baseline {target.baseline!r} is not one of {baselines}"
         )
+
+
+@pytest.mark.parametrize("name", ["softmax", "layernorm"])
+def test_every_large_row_case_has_a_copy_bandwidth_goal_of_85_percent(name):
+    """Issue 24: the best Triton softmax and layernorm reach 85 % of copy bandwidth on every GPU shape moving
+    64 MB or more, every dtype; so each such case is covered by such a target on a variant that runs it."""
+    spec = registry.get(name)
+    for shape in spec.shape_sets["gpu"]:
+        for dtype in spec.tolerances:
+            nbytes = spec.bytes_moved(shape, dtype)
+            if nbytes < 64e6:
+                continue
+            dtype_name = str(dtype).removeprefix("torch.")
+            covering = [
+                t
+                for t in spec.targets
+                if t.metric == "pct_copy_bw"
+                and t.at_least >= 85
+                and t.covers(shape.params, dtype_name, nbytes)
+                and not spec.implementation(t.variant).unsupported_reason(shape, dtype)
+            ]
+            assert covering, f"{name} {shape.id} {dtype_name} ({nbytes / 1e6:.0f} MB) has no 85 % target"
