@@ -39,3 +39,21 @@ def test_every_large_row_case_has_a_copy_bandwidth_goal_of_85_percent(name):
                 and not spec.implementation(t.variant).unsupported_reason(shape, dtype)
             ]
             assert covering, f"{name} {shape.id} {dtype_name} ({nbytes / 1e6:.0f} MB) has no 85 % target"
+
+
+def test_attention_target_is_the_issue_goal():
+    from kernelscope.spec import DTYPES
+
+    # issue 24: the descriptor flash variant >= 0.95x SDPA, fp16 and bf16, D = 128, S >= 4096, causal and not;
+    # D = 64, S < 4096 and fp32 are outside it.
+    spec = registry.get("attention")
+    (goal,) = [t for t in spec.targets if t.variant == "triton_flash_tma"]
+    assert (goal.metric, goal.baseline, goal.at_least) == ("speedup", "sdpa", 0.95)
+    covered = {
+        (shape.id, dtype)
+        for shape in spec.shape_sets["gpu"]
+        for dtype in ("float16", "bfloat16", "float32")
+        if goal.covers(shape.params, dtype, spec.bytes_moved(shape, DTYPES[dtype]))
+    }
+    cases = ("B4_H16_S4096_D128_causal0", "B4_H16_S4096_D128_causal1", "B2_H16_S8192_D128_causal1")
+    assert covered == {(case, dtype) for case in cases for dtype in ("float16", "bfloat16")}
