@@ -1,5 +1,19 @@
-"""Tests run on the CPU through Triton's interpreter (the backend is selected before kernels import)."""
+"""Tests run on the CPU through Triton's interpreter (the backend is selected before kernels import).
 
-from kernelscope import runtime
+Each test session compiles torch.compile baselines into its own Inductor cache: the default one under /tmp is
+shared by every process of the user, and a second session (or workflow) compiling the same graph at the same
+time has left a half-written module there ("file too short") that failed a correctness gate."""
+
+import atexit
+import os
+import shutil
+import tempfile
+
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:  # before anything imports torch
+    _INDUCTOR_CACHE = tempfile.mkdtemp(prefix="kernelscope-tests-inductor-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = _INDUCTOR_CACHE
+    atexit.register(shutil.rmtree, _INDUCTOR_CACHE, ignore_errors=True)
+
+from kernelscope import runtime  # noqa: E402 - after the cache is chosen
 
 runtime.select_backend()
