@@ -1,8 +1,9 @@
 """Tests run on the CPU through Triton's interpreter (the backend is selected before kernels import).
 
-Each test session compiles torch.compile baselines into its own Inductor cache: the default one under /tmp is
-shared by every process of the user, and a second session (or workflow) compiling the same graph at the same
-time has left a half-written module there ("file too short") that failed a correctness gate."""
+Each test session compiles torch.compile baselines into its own Inductor cache. The default one under /tmp
+is shared by every process of the user and outlives them: a test session killed while Inductor compiled a
+graph left a zero-byte module there, and every later session that compiled the same graph loaded it and
+failed the gate ("file too short")."""
 
 import atexit
 import os
