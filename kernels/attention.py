@@ -46,6 +46,7 @@ import triton
 import triton.language as tl
 
 from kernelscope import runtime
+from kernelscope import tma as descriptors
 from kernelscope.baselines import compiled
 from kernelscope.spec import (
     Declined,
@@ -76,14 +77,12 @@ NAIVE_PROBS_BUDGET = 4 * 2**30
 #: a GPU (B*H*S^2 fp64 at once would be 17 GB for B*H = 32).
 REFERENCE_CHUNK_BYTES = 2**30
 
-#: Device-side tensor descriptors (``tl.make_tensor_descriptor``, TMA on sm_90+, emulated by the
-#: interpreter) need a host allocator for the global memory they are written to: checked by feature.
-HAS_DEVICE_DESCRIPTORS = hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")
+#: device-side tensor descriptors and their host allocator (kernelscope.tma): checked by feature
+HAS_DEVICE_DESCRIPTORS = descriptors.HAS_DEVICE_DESCRIPTORS
 #: ``tl.range(..., warp_specialize=True)``: the compiler splits the loop into TMA-load and compute
 #: partitions (Hopper and Blackwell backends); checked by feature.
 HAS_WARP_SPECIALIZE = "warp_specialize" in inspect.signature(tl.range).parameters
-#: a CUtensorMap is 128 bytes; each program of the descriptor path builds four (Q, K, V, O)
-DESCRIPTOR_BYTES = 128
+#: each program of the descriptor path builds four descriptors (Q, K, V, O)
 DESCRIPTORS_PER_PROGRAM = 4
 
 #: Interpreter configs: tl.dot needs every dim >= 16, and small tiles keep CPU cases to seconds. The
@@ -361,12 +360,7 @@ def _check_qkvo(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Te
 
 def _descriptor_feature_reason() -> str | None:
     """Why this Triton and device have no device-side tensor descriptors, or None if they have them."""
-    if not HAS_DEVICE_DESCRIPTORS:
-        return "this Triton has no tl.make_tensor_descriptor / triton.set_allocator"
-    limits = runtime.device_limits()
-    if not limits["interpreter"] and tuple(limits["capability"]) < (9, 0):
-        return f"TMA descriptors need compute capability >= 9.0, the device has {tuple(limits['capability'])}"
-    return None
+    return descriptors.feature_reason(runtime.device_limits(), HAS_DEVICE_DESCRIPTORS)
 
 
 def _descriptor_unsupported_reason(tensors: dict[str, torch.Tensor]) -> str | None:
@@ -391,19 +385,11 @@ def _descriptor_unsupported_reason(tensors: dict[str, torch.Tensor]) -> str | No
     return None
 
 
-def _descriptor_allocator(nbytes: int, device: torch.device):
-    """The ``triton.set_allocator`` hook: global memory where each program writes its device-side
-    descriptors, reserved at prepare time so the timed launch allocates nothing. Shared by every launch
-    of one closure (one stream: never two at once); it only grows if a launch asks for more."""
-    buffer = torch.empty(nbytes, dtype=torch.int8, device=device)
-
-    def allocate(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-        nonlocal buffer
-        if buffer.numel() < size:  # torch's blocks are 512-byte aligned, more than descriptors need (128)
-            buffer = torch.empty(size, dtype=torch.int8, device=device)
-        return buffer
-
-    return allocate
+def _descriptor_allocator(nbytes: int, device: torch.device) -> descriptors.DescriptorScratch:
+    """The ``triton.set_allocator`` hook of one closure, reserved at prepare time (``kernelscope.tma``)."""
+    scratch = descriptors.DescriptorScratch()
+    scratch.reserve(nbytes, device)
+    return scratch
 
 
 def _prepare_flash(
@@ -439,7 +425,9 @@ def _prepare_flash(
         reason = _descriptor_unsupported_reason({"Q": q, "K": k, "V": v, "O": out})
         if reason:
             raise ValueError(f"triton_flash_tma cannot run here: {reason}")
-        allocator = _descriptor_allocator(grid[0] * grid[1] * DESCRIPTORS_PER_PROGRAM * DESCRIPTOR_BYTES, q.device)
+        allocator = _descriptor_allocator(
+            grid[0] * grid[1] * DESCRIPTORS_PER_PROGRAM * descriptors.DESCRIPTOR_BYTES, q.device
+        )
     launch = dict(
         HEAD_DIM=head_dim,
         BLOCK_M=block_m,

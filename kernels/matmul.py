@@ -41,7 +41,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelscope import runtime
+from kernelscope import runtime, tma
 from kernelscope.baselines import compiled
 from kernelscope.spec import (
     Implementation,
@@ -60,11 +60,9 @@ from kernelscope.spec import (
 MAX_OPERAND_ELEMENTS = 2**31 - 1
 # TMA boxes: each block dimension a power of two of at most 256 elements.
 MAX_TMA_BOX = 256
-# Global memory for one device-side tensor descriptor (a CUtensorMap is 128 bytes); three per program.
-DESCRIPTOR_BYTES = 128
-
-# Whether this Triton can build tensor descriptors inside a kernel (3.4 onwards); checked once, by feature.
-HAS_DEVICE_DESCRIPTORS = hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")
+# Device-side descriptors: three per program (A, B, C); the feature check and scratch are kernelscope.tma's.
+DESCRIPTOR_BYTES = tma.DESCRIPTOR_BYTES
+HAS_DEVICE_DESCRIPTORS = tma.HAS_DEVICE_DESCRIPTORS
 # Whether ``tl.range`` can flatten a loop nest for the software pipeliner (the persistent tutorial's
 # tile loop), checked by its signature.
 HAS_FLATTENED_RANGE = "flatten" in inspect.signature(tl.range.__init__).parameters
@@ -382,10 +380,9 @@ def tma_unsupported_reason(
     ``runtime.device_limits()``; ``has_descriptors`` says whether the installed Triton has device-side
     descriptors (a parameter so the selection can be tested without another Triton).
     """
-    if not has_descriptors:
-        return "this Triton has no tl.make_tensor_descriptor / triton.set_allocator"
-    if not limits.get("interpreter") and tuple(limits["capability"]) < (9, 0):
-        return f"TMA needs compute capability >= 9.0, the device has {tuple(limits['capability'])}"
+    reason = tma.feature_reason(limits, has_descriptors)
+    if reason:
+        return reason
     for name, (strides, data_ptr) in operands.items():
         if data_ptr % 16:
             return f"{name}: base address is not 16-byte aligned"
@@ -402,26 +399,7 @@ def _col_major(strides: Sequence[int]) -> bool:
     return strides[1] != 1 and strides[0] == 1
 
 
-class _DescriptorScratch:
-    """The ``triton.set_allocator`` hook: global memory where each program writes its device-side
-    descriptors. ``prepare`` reserves it, so the timed launch allocates nothing; the buffer is shared by
-    all launches (same stream, so never by two at once) and only grows if a launch asks for more."""
-
-    def __init__(self) -> None:
-        self.buffer: torch.Tensor | None = None
-
-    def reserve(self, nbytes: int, device: torch.device) -> None:
-        if self.buffer is None or self.buffer.numel() < nbytes or self.buffer.device != device:
-            self.buffer = torch.empty(nbytes, dtype=torch.int8, device=device)
-
-    def __call__(self, size: int, alignment: int, stream: int | None) -> torch.Tensor:
-        # torch's allocations are at least 256-byte aligned, more than descriptors need (128)
-        if self.buffer is None or self.buffer.numel() < size:
-            self.reserve(size, runtime.device())
-        return self.buffer
-
-
-_SCRATCH = _DescriptorScratch()
+_SCRATCH = tma.DescriptorScratch()
 
 
 # --------------------------------------------------------------------------------------------------------
