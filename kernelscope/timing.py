@@ -55,6 +55,10 @@ class TimingSettings:
     device_time_s: float = _DEFAULTS["device_time_s"]
     device_min_samples: int = _DEFAULTS["device_min_samples"]
     device_max_samples: int = _DEFAULTS["device_max_samples"]
+    # the device-time samples rotate over this many copies of the case's tensors at different addresses
+    # (kernelscope.placement), as many as placement_bytes of extra device memory holds
+    placements: int = _DEFAULTS["placements"]
+    placement_bytes: int = _DEFAULTS["placement_bytes"]
     # records whose device time is at least sustained_above_us are also measured under sustained load:
     # sustained_warm_s of back-to-back calls first, then sustained_samples calls with no idle between them
     sustained_above_us: float = _DEFAULTS["sustained_above_us"]

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from kernelscope import baselines, claims, clocks, faults, gpus, runtime, stats, timing
+from kernelscope import baselines, claims, clocks, faults, gpus, placement, runtime, stats, timing
 from kernelscope.spec import Implementation, KernelSpec, Shape
 
 
@@ -49,10 +49,11 @@ class _Prepared:
     def __init__(self, spec: KernelSpec, impl: Implementation, inputs, config: Mapping[str, Any]) -> None:
         self.impl = impl
         self.fn = None
+        self.out: torch.Tensor | None = None
         self.rec: dict[str, Any] = {"implementation": impl.name, "kind": impl.kind, "config": dict(config)}
         started = time.perf_counter()
         try:
-            out = spec.make_output(inputs)
+            out = self.out = spec.make_output(inputs)
             fn = impl.prepare(inputs, out, config)
             # building the callable: for torch.compile this holds the process's first import of Dynamo and
             # Inductor (the CLI imports them before any lock), a cost the first call does not include
@@ -80,6 +81,7 @@ def _measure(
     flush: timing.L2Flusher,
     block: str | None = None,
     seed_method: bool = False,
+    placements: placement.Placements | None = None,
 ) -> dict[str, Any]:
     # A2 measures A1's closure again: its preparation, compile and first call belong to A1
     rec = {
@@ -95,7 +97,7 @@ def _measure(
             rec.update(timing.measure(prepared.fn, settings, monitor, with_first_call=False, flush=flush))
             if wants_graph(rec, settings):
                 _add_graph(rec, prepared, settings, flush)
-            _add_device(rec, prepared, settings, monitor, flush, seed_method)
+            _add_device(rec, prepared, settings, monitor, flush, seed_method, placements)
         rec["status"] = "ok"
     except Exception as exc:  # noqa: BLE001 - a failing (hanging, OOM) implementation is recorded; the others run
         rec = _error(rec, exc)
@@ -112,12 +114,17 @@ def _add_device(
     monitor: clocks.ClockMonitor | None,
     flush: timing.L2Flusher,
     seed_method: bool,
+    placements: placement.Placements | None = None,
 ) -> None:
-    """The device-time basis (CUPTI kernel timestamps), sustained load for long records, host launch cost
-    per call, and the seed document's method where the case is one the seed measured."""
+    """The device-time basis (CUPTI kernel timestamps; its calls rotate over ``placements`` of the case's
+    tensors where there are several), sustained load for long records, host launch cost per call, and the
+    seed document's method where the case is one the seed measured."""
     if runtime.select_backend() != "cuda":
         return
-    rec["device"] = timing.measure_device(prepared.fn, settings, flush, rec["median_us"], monitor)
+    fn = placements.rotating(prepared.fn) if placements is not None else prepared.fn
+    rec["device"] = timing.measure_device(fn, settings, flush, rec["median_us"], monitor)
+    if placements is not None and rec["device"].get("status") == "ok":
+        rec["device"]["placements"] = placements.copies
     device_us = rec["device"].get("median_us", rec["median_us"])
     if device_us >= settings.sustained_above_us:
         rec["sustained"] = timing.measure_sustained(prepared.fn, settings, flush, monitor)
@@ -134,6 +141,32 @@ def _add_graph(
 ) -> None:
     rec["graph"] = timing.graph_replay_us(prepared.fn, settings.graph_calls, flush=flush)
     rec["host_wall_us"] = timing.host_wall_us(prepared.fn, settings.host_calls)
+
+
+def _placements(inputs, slots: list, settings: timing.TimingSettings) -> placement.Placements | None:
+    """Copies of the case's tensors (its inputs, every prepared output) for the device-time samples to rotate
+    over, each closure called once at every placement before the exclusive section (shared lock). None under
+    the interpreter, with ``placements: 1``, or where the budget allows one copy."""
+    if runtime.select_backend() != "cuda" or settings.placements <= 1:
+        return None
+    prepared = [s for s in slots if isinstance(s, _Prepared) and s.fn is not None]
+    tensors = [t for t in inputs.values() if isinstance(t, torch.Tensor)]
+    tensors += [s.out for s in prepared if isinstance(s.out, torch.Tensor)]
+    nbytes = placement.Placements(tensors, 1).nbytes
+    copies = placement.copies_for(nbytes, settings.placements, settings.placement_bytes)
+    if copies <= 1:
+        return None
+    with gpus.shared("placements"):
+        places = placement.Placements(tensors, copies)
+        for slot in prepared:
+            try:
+                with torch.no_grad(), faults.bounded(slot.impl.name):
+                    places.warm(slot.fn)
+            except Exception as exc:  # noqa: BLE001 - recorded as the implementation's failure; the others run
+                slot.rec = _error(slot.rec, exc)
+                slot.fn = None
+        runtime.synchronize()
+    return places
 
 
 def time_case(
@@ -194,7 +227,8 @@ def time_case(
     )
     for impl, config in order:
         slots.append(skipped(impl, config) or _Prepared(spec, impl, inputs, config))
-    setup_s = time.perf_counter() - started  # inputs, every prepare, compile and first call
+    placements = _placements(inputs, slots, settings)
+    setup_s = time.perf_counter() - started  # inputs, every prepare, compile and first call, the placements
 
     flush = timing.L2Flusher(settings.flush_l2)
     exclusive_started = time.perf_counter()
@@ -204,7 +238,9 @@ def time_case(
         for i, slot in enumerate([*slots, slots[0]]):
             block = "A1" if i == 0 else "A2" if i == len(slots) else None
             if isinstance(slot, _Prepared):
-                results.append(_measure(slot, settings, monitor, flush, block, seed_method and block != "A2"))
+                results.append(
+                    _measure(slot, settings, monitor, flush, block, seed_method and block != "A2", placements)
+                )
             else:
                 results.append({**slot, **({"block": block} if block else {})})
         # a launch-bound record is compared by graph replay, which needs the other side's graph too

@@ -28,9 +28,14 @@ Each test was seen to fail with one bug planted in the measuring code (then reve
   ``prepare_ms``/``first_call_ms``; the implementations' declaration order instead of the primary first.
 - time_case_graph_for_short_records: ``>`` for ``<`` against ``graph_below_us``.
 - time_case_graph_for_all_when_one_is_launch_bound: the launch-bound pass over all records dropped.
+- time_case_device_time_rotates_over_placements: the device-time closure not wrapped in the rotation
+  (``prepared.fn`` measured); ``advance`` not advancing; the budget ignored (``copies_for`` returning
+  ``copies``); the closures not warmed at every placement before the exclusive section.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import standin_device
@@ -38,6 +43,7 @@ import torch
 from standin_device import SHAPE, FakeMonitor, StandinDevice, sampling_settings, standin_spec
 
 from kernelscope import clocks, stats, timing, timing_stage
+from kernelscope.spec import Implementation
 
 standin_cuda = standin_device.standin_cuda  # the fixture
 
@@ -305,3 +311,67 @@ def test_time_case_names_a_case_whose_reference_failed(standin_cuda: StandinDevi
         "triton_a": "not checked: RuntimeError in reference() (seed 0)",
         "torch_compile": "failed the correctness gate: max error 3.1",
     }
+
+
+# --- placements: the device-time calls rotate over copies of the case's tensors
+
+
+def _placement_spec(dev: StandinDevice, slow_us: float = 20.0, fast_us: float = 10.0):
+    """torch (eager) and one Triton variant whose kernel takes ``fast_us`` on the tensor as allocated and
+    ``slow_us`` at any other address: how a placement-dependent kernel looks to the device basis."""
+    calls: list[tuple[str, bool]] = []
+
+    def impl(name, kind):
+        def prepare(inputs, out, config):
+            x, home = inputs["x"], inputs["x"].data_ptr()
+
+            def run():
+                calls.append((name, x.data_ptr() == home))
+                dev.launch(name, fast_us if x.data_ptr() == home else slow_us)
+                return out
+
+            return run
+
+        extra = {"configs": lambda s, d: [{}], "default_config": lambda s, d: {}} if kind == "triton" else {}
+        return Implementation(name, kind, prepare, **extra)
+
+    spec = standin_spec(dev, 10.0)
+    spec = dataclasses.replace(spec, implementations=[impl("triton_a", "triton"), impl("torch", "eager")])
+    return spec, calls
+
+
+def test_time_case_device_time_rotates_over_placements(standin_cuda: StandinDevice):
+    spec, calls = _placement_spec(standin_cuda)
+    settings = sampling_settings(graph_below_us=0, placements=4, device_min_samples=40, device_max_samples=40)
+    doc = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_a": {}}, settings)
+    recs = {r["implementation"]: r for r in doc["implementations"] if r.get("block") != "A2"}
+    # one call in four at the tensors' own address (10 us), three at copies (20 us): the median is 20 us
+    for name in ("torch", "triton_a"):
+        dev = recs[name]["device"]
+        assert dev["placements"] == 4
+        assert sorted(dev["samples_us"]) == [10.0] * 10 + [20.0] * 30
+        assert dev["median_us"] == 20.0
+    # every closure was called once at each placement before the samples, ending at the first
+    # triton_a's calls: compile, first call (at home), the warm-up at the three copies and back home, then
+    # the event samples at home
+    first = [home for name, home in calls if name == "triton_a"]
+    assert first[:7] == [True, True, False, False, False, True, True]
+
+
+def test_time_case_placements_one_measures_the_tensors_as_allocated(standin_cuda: StandinDevice):
+    spec, _ = _placement_spec(standin_cuda)
+    settings = sampling_settings(graph_below_us=0, placements=1, device_min_samples=40, device_max_samples=40)
+    doc = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_a": {}}, settings)
+    for rec in doc["implementations"]:
+        assert rec["device"]["median_us"] == 10.0 and "placements" not in rec["device"]
+
+
+def test_time_case_placements_within_the_budget(standin_cuda: StandinDevice):
+    # the stand-in's tensors: x (16 bytes) and two outputs (16 each): 48 bytes a copy; 100 bytes hold 2 more
+    spec, _ = _placement_spec(standin_cuda)
+    settings = sampling_settings(
+        graph_below_us=0, placements=16, placement_bytes=100, device_min_samples=30, device_max_samples=30
+    )
+    doc = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_a": {}}, settings)
+    dev = doc["implementations"][0]["device"]
+    assert dev["placements"] == 3 and sorted(dev["samples_us"]) == [10.0] * 10 + [20.0] * 20
