@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernelscope import correctness, faults, gpus, runtime, timing
+from kernelscope import correctness, faults, gpus, placement, runtime, timing
 from kernelscope.spec import Implementation, KernelSpec, Shape
 
 
@@ -31,10 +31,10 @@ def candidate_configs(impl: Implementation, shape: Shape, dtype: torch.dtype, ma
     return configs[:max_configs] if max_configs else configs
 
 
-def _prepare_config(spec: KernelSpec, impl: Implementation, inputs, config: dict[str, Any]) -> dict[str, Any]:
-    """Allocate, build the closure and compile one config (no GPU lock: compiles launch nothing)."""
+def _prepare_config(spec: KernelSpec, impl: Implementation, inputs, config: dict[str, Any], out) -> dict[str, Any]:
+    """Build the closure over ``out`` and compile one config (no GPU lock: compiles launch nothing). Every
+    config writes the one output: they run one at a time, each checked right after its call."""
     try:
-        out = spec.make_output(inputs)
         fn = impl.prepare(inputs, out, config)
         return {"out": out, "fn": fn, "compile_ms": timing.compile_only(fn)}
     except Exception as exc:  # compile failures (OutOfResources, ...) are data
@@ -124,8 +124,9 @@ def sweep_variant(
         reason = impl.prune(config, shape, dtype, limits) if impl.prune else None
         records.append({**rec, "status": "pruned", "reason": reason} if reason else rec)
     todo = [r for r in records if "status" not in r]
+    out = spec.make_output(inputs)
     with concurrent.futures.ThreadPoolExecutor(max(1, compile_workers)) as pool:
-        built = list(pool.map(lambda r: _prepare_config(spec, impl, inputs, r["config"]), todo))
+        built = list(pool.map(lambda r: _prepare_config(spec, impl, inputs, r["config"], out), todo))
     timed: list[tuple[dict[str, Any], Any]] = []
     for rec, made in zip(todo, built):
         if "error" in made:
@@ -146,6 +147,7 @@ def sweep_variant(
             rec.update({"status": "wrong", "reason": check["failure"], "max_abs_err": check["max_abs_err"]})
             continue
         timed.append((rec, made["fn"]))
+    places = _placements(inputs, out, timed, settings, impl.name)
     flush = timing.L2Flusher(settings.flush_l2)
     with gpus.exclusive(f"sweep {impl.name}"):
         if timed:  # the configs run back to back: the clock leaves idle once, on the first of them
@@ -153,12 +155,39 @@ def sweep_variant(
         for rec, fn in timed:
             try:
                 with faults.bounded(f"{impl.name} {rec['key']}"):
-                    rec.update(_time_config(fn, settings, flush, rec["first_call_ms"] * 1e3))
+                    call = places.rotating(fn) if places is not None else fn
+                    rec.update(_time_config(call, settings, flush, rec["first_call_ms"] * 1e3))
+                    if places is not None and rec.get("basis") == "device":
+                        rec["placements"] = places.copies
             except Exception as exc:  # noqa: BLE001 - recorded; the other configs still run
                 _failed(rec, exc)
                 continue
             rec["status"] = "ok"
     return {"implementation": impl.name, "status": "ok", **summarize(records, keep_default_within)}
+
+
+def _placements(inputs, out, timed: list, settings: timing.TimingSettings, name: str) -> placement.Placements | None:
+    """Copies of the inputs and the output for every config's device-time calls to rotate over (as the timing
+    stage's: kernelscope.placement), each config's closure called at every placement under the shared lock.
+    A config that fails there is recorded as failed and not timed."""
+    if runtime.select_backend() != "cuda" or settings.placements <= 1 or not timed:
+        return None
+    tensors = [t for t in inputs.values() if isinstance(t, torch.Tensor)] + [out]
+    nbytes = placement.Placements(tensors, 1).nbytes
+    copies = placement.copies_for(nbytes, settings.placements, settings.placement_bytes)
+    if copies <= 1:
+        return None
+    with gpus.shared(f"sweep placements {name}"):
+        places = placement.Placements(tensors, copies)
+        for rec, fn in list(timed):
+            try:
+                with faults.bounded(f"{name} {rec['key']}"):
+                    places.warm(fn)
+            except Exception as exc:  # noqa: BLE001 - recorded; the other configs still run
+                _failed(rec, exc)
+                timed.remove((rec, fn))
+        runtime.synchronize()
+    return places
 
 
 def sweep_case(

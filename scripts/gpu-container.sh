@@ -128,6 +128,20 @@ assemble() {
     else
         log "no ncu on PATH: the ncu stage will fail inside the image"
     fi
+    # The C compiler Triton builds its launcher with ($CC, which Apptainer passes into the image, else cc or
+    # gcc on PATH), where it is not under /usr: on the first GPU run the host's CC=/opt/gcc/bin/gcc was missing
+    # in the image, and every Triton and torch.compile implementation failed ("No such file or directory").
+    local cc
+    cc=${CC:-$(command -v cc || command -v gcc || true)}
+    if [[ -n $cc && -x $cc ]]; then
+        cc=$(readlink -f "$cc")
+        local cc_prefix
+        cc_prefix=$(dirname "$(dirname "$cc")")
+        [[ $cc_prefix == /usr || $cc_prefix == /usr/* || -e $rootfs$cc_prefix ]] || link_or_copy "$cc_prefix" "$rootfs$cc_prefix"
+        note cc "\"${CC:-$cc}\""
+    else
+        log "no C compiler (CC, cc, gcc): Triton cannot build its launcher inside the image"
+    fi
     [[ -d /tmp/site ]] && link_or_copy /tmp/site "$rootfs/opt/kernelscope/site"
     log "checking the root with chroot"
     # in a private mount namespace, with the host's /dev and /proc (torch reads /dev/urandom at import)
@@ -194,6 +208,28 @@ print(json.dumps({"torch": torch.__version__, "triton": triton.__version__, "cud
     cat "$work/inside.json"
     note inside "$(cat "$work/inside.json")"
     grep -q '"cuda": true' "$work/inside.json" || die "torch sees no GPU inside the image"
+    # Triton's JIT inside: its launcher built with the C compiler, a kernel compiled with ptxas and run
+    local check=$bundle/jit-check.py
+    mkdir -p "$bundle"
+    cat > "$check" <<'PY'
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _one(x_ptr):
+    tl.store(x_ptr, 1.0)
+
+
+x = torch.zeros(1, device="cuda")
+_one[(1,)](x)
+torch.cuda.synchronize()
+assert x.item() == 1.0, x
+print("triton JIT inside the image: a kernel compiled and ran")
+PY
+    apptainer exec --nv "$image" python "$check" || die "Triton's JIT inside the image (its C compiler: CC=${CC:-unset})"
+    note triton_jit '"ok"'
 }
 
 run_workflow() {

@@ -13,6 +13,8 @@ ranking by device time (issue 21). Each test names the planted bug it caught whe
   kinds pooled; the pair floor as the larger side instead of the quadrature sum; a size class edge off by one.
 - sweep_ranks_by_device_time: the sweep ranking configs by event medians; event samples taken although device
   time ran; no event fallback where CUPTI fails.
+- sweep_ranks_by_time_over_placements: the sweep timing each config at one placement (``fn`` for the rotating
+  closure). (Dropping the sweep's warm-up at every placement is not caught here.)
 - sweep_starts_the_profiler_before_taking_the_gpu: the sweep job's CUPTI start-up left to the first config's
   sampling, inside the exclusive section; the start-up under the shared lock; the delimiter's first run
   under no lock.
@@ -284,6 +286,35 @@ def test_sweep_ranks_by_device_time(standin_cuda: StandinDevice):
     assert "no CUPTI here" in by_key["c=a"]["device_failure"]
     assert by_key["c=a"]["median_us"] > by_key["c=b"]["median_us"] >= 3.0
     assert result["best"]["config"] == {"c": "b"}
+
+
+def test_sweep_ranks_by_time_over_placements(standin_cuda: StandinDevice):
+    """Config "a" takes 2 us on the tensors as allocated and 4 us anywhere else; "b" 3 us everywhere. Rotating
+    over four placements a's median is 4 us and b wins; at one placement a would."""
+    dev = standin_cuda
+
+    def prepare(inputs, out, config):
+        x, home = inputs["x"], inputs["x"].data_ptr()
+
+        def run():
+            us = 3.0 if config["c"] == "b" else (2.0 if x.data_ptr() == home else 4.0)
+            dev.launch(f"k_{config['c']}", us)
+            out.copy_(x)
+            return out
+
+        return run
+
+    spec, _ = _two_config_spec(dev)
+    impl = dataclasses.replace(spec.implementations[0], prepare=prepare)
+    spec = dataclasses.replace(spec, implementations=[impl, *spec.implementations[1:]])
+    settings = sampling_settings(device_time_s=1e-4, device_min_samples=12, device_max_samples=12, placements=4)
+    result = sweep.sweep_variant(spec, impl, SHAPE, torch.float32, settings)
+    by_key = {r["key"]: r for r in result["configs"]}
+    assert by_key["c=a"]["median_us"] == 4.0 and by_key["c=a"]["placements"] == 4
+    assert sorted(by_key["c=a"]["device_samples_us"]) == [2.0] * 3 + [4.0] * 9
+    assert result["best"]["config"] == {"c": "b"}
+    one = sweep.sweep_variant(spec, impl, SHAPE, torch.float32, dataclasses.replace(settings, placements=1))
+    assert one["best"]["config"] == {"c": "a"} and "placements" not in one["configs"][0]
 
 
 def test_sweep_starts_the_profiler_before_taking_the_gpu(standin_cuda: StandinDevice, monkeypatch):
