@@ -121,7 +121,11 @@ assemble() {
     [[ $prefix == /usr || $prefix == /usr/* || -e $rootfs$prefix ]] || link_or_copy "$prefix" "$rootfs$prefix"
     # Nsight Compute, where the host has it outside /usr (its own directory, e.g. /opt/nvidia/nsight-compute/<v>)
     local ncu
+    rm -f "$work/ncu-dir"
     if ncu=$(command -v ncu); then
+        # its directory on PATH inside too: Apptainer gives the container its own PATH, and on the first GPU run
+        # the ncu stage inside found no ncu although the image held it (under /usr/local/cuda-13.0/bin)
+        dirname "$ncu" > "$work/ncu-dir"
         ncu=$(dirname "$(readlink -f "$ncu")")
         [[ $ncu == /usr/* || -e $rootfs$ncu ]] || link_or_copy "$ncu" "$rootfs$ncu"
         note ncu "\"$ncu\""
@@ -171,6 +175,7 @@ definition() {  # the definition Apptainer packs the root with
         PYTHONPATH=$root python3 -c 'import sys; from kernelscope import container
 sys.stdout.write(container._sections(open("env/kernelscope.def").read())[1]["environment"])' | sed "s|/opt/venv|$venv|g"
         printf '    export PYTHONPATH=/opt/kernelscope/site${PYTHONPATH:+:$PYTHONPATH}\n'
+        [[ -s $work/ncu-dir ]] && printf '    export PATH=$PATH:%s\n' "$(cat "$work/ncu-dir")"
     } > "$def"
     echo "$def"
 }
@@ -230,6 +235,12 @@ print("triton JIT inside the image: a kernel compiled and ran")
 PY
     apptainer exec --nv "$image" python "$check" || die "Triton's JIT inside the image (its C compiler: CC=${CC:-unset})"
     note triton_jit '"ok"'
+    if apptainer exec --nv "$image" ncu --version > "$work/ncu-inside.txt" 2>&1; then
+        note ncu_inside "\"$(tail -1 "$work/ncu-inside.txt")\""
+    else
+        log "no ncu inside the image: the ncu stage will record it as not run"
+        note ncu_inside '"missing"'
+    fi
 }
 
 run_workflow() {
