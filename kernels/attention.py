@@ -825,12 +825,13 @@ KERNEL = KernelSpec(
         Target(
             "triton_flash",
             "speedup",
-            0.80,
+            0.95,
             baseline="sdpa",
-            dtypes=("bfloat16",),
+            dtypes=("float16", "bfloat16"),
             shapes={"D": (128, 128), "S": (4096, None)},
-            reason="long-sequence bf16 training shapes, where SDPA runs cuDNN/FlashAttention-2-class kernels: "
-            "a plain Triton flash kernel should reach most of it",
+            reason="issue 24 (raised from 0.8x, bf16 only): long-sequence training shapes, where SDPA runs cuDNN's "
+            "Hopper flash kernel; the issue's goal for the Triton flash forward, fp16 and bf16, causal and not "
+            "(measured 0.77-0.81x on H200 in session 10: docs/kernel-notes.md)",
         ),
         Target(
             "triton_flash_tma",

@@ -4,7 +4,8 @@
 
 Variants:
 
-* ``triton_row`` — one program per row, ``BLOCK_N = next_power_of_2(N)``: the row is loaded once and
+* ``triton_row`` — one program per row, ``BLOCK_N = next_power_of_2(N)`` (with ``aligned=1`` the body's
+  block, ``heuristics.body_block``: 4096 for N = 4097, not 8192): the row is loaded once and
   stays in registers; the mean is reduced first, then the variance of the *centred* values (two
   reductions over registers, not E[x^2] - E[x]^2, which cancels catastrophically when
   |mean| >> std). Only the number of warps is tuned.
@@ -25,6 +26,7 @@ import triton.language as tl
 
 from kernelscope.baselines import compiled
 from kernelscope.heuristics import (
+    body_block,
     check_split,
     idle_warps,
     no_tail_control,
@@ -217,11 +219,12 @@ def _launcher(kernel, inputs: Inputs, out: torch.Tensor, block_n: int, num_warps
 
 def _prepare_row(inputs: Inputs, out: torch.Tensor, config, keep_tail: bool = True):
     x = inputs["x"]
-    block_n = triton.next_power_of_2(x.shape[1])
     aligned = bool(config.get("aligned", 0))
+    vec = vec_elements(x.element_size())
+    block_n = body_block(x.shape[1], vec) if aligned else triton.next_power_of_2(x.shape[1])
     if aligned:
         check_split(x, out)
-    meta = {"ALIGNED": aligned, "VEC": vec_elements(x.element_size()), "KEEP_TAIL": keep_tail}
+    meta = {"ALIGNED": aligned, "VEC": vec, "KEEP_TAIL": keep_tail}
     return _launcher(_layernorm_row_kernel, inputs, out, block_n, int(config["num_warps"]), **meta)
 
 

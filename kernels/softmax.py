@@ -8,7 +8,8 @@ so they change neither the max nor the sum.
 
 Variants:
 
-* ``triton_row`` — the teaching kernel: one program per row, ``BLOCK_SIZE = next_power_of_2(N)``.
+* ``triton_row`` — the teaching kernel: one program per row, ``BLOCK_SIZE = next_power_of_2(N)`` (with
+  ``aligned=1`` the body's block, ``heuristics.body_block``: 2048 for N = 2049, not 4096).
   Only the number of warps is a tuning choice; the seed's heuristic (8 warps from a 2048-wide block,
   else 4) is the default config.
 * ``triton_persistent`` — the same whole-row block, but a grid of only ``num_sms * programs_per_sm``
@@ -65,6 +66,7 @@ import triton.language as tl
 
 from kernelscope.baselines import compiled
 from kernelscope.heuristics import (
+    body_block,
     check_split,
     idle_warps,
     no_tail_control,
@@ -169,9 +171,10 @@ def _prepare_row(inputs: Inputs, out: torch.Tensor, config, keep_tail: bool = Tr
     x = inputs["x"]
     _check_rows(x, out)
     n_rows, n_cols = x.shape
-    block = triton.next_power_of_2(n_cols)
     num_warps = int(config["num_warps"])
     aligned = _aligned(x, out, config)
+    vec = vec_elements(x.element_size())
+    block = body_block(n_cols, vec) if aligned else triton.next_power_of_2(n_cols)
 
     def run() -> torch.Tensor:
         _row_softmax_kernel[(n_rows,)](
@@ -182,7 +185,7 @@ def _prepare_row(inputs: Inputs, out: torch.Tensor, config, keep_tail: bool = Tr
             out.stride(0),
             BLOCK_SIZE=block,
             ALIGNED=aligned,
-            VEC=vec_elements(x.element_size()),
+            VEC=vec,
             KEEP_TAIL=keep_tail,
             num_warps=num_warps,
         )
@@ -313,10 +316,11 @@ def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
     x = inputs["x"]
     _check_rows(x, out)
     n_rows, n_cols = x.shape
-    block = triton.next_power_of_2(n_cols)
     grid = (persistent_grid(n_rows, int(config["programs_per_sm"])),)
     num_stages, num_warps = int(config["num_stages"]), int(config["num_warps"])
     aligned = _aligned(x, out, config)
+    vec = vec_elements(x.element_size())
+    block = body_block(n_cols, vec) if aligned else triton.next_power_of_2(n_cols)
 
     def run() -> torch.Tensor:
         _persistent_softmax_kernel[grid](

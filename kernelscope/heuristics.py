@@ -70,6 +70,14 @@ def row_split(row_ptr, n_cols, VEC: tl.constexpr):
     return head, body
 
 
+def body_block(n_cols: int, vec: int) -> int:
+    """The block of a split row's body (:func:`row_split`): the body holds at most ``n_cols // vec * vec``
+    elements whatever the head, so its block is the power of two above that, not above ``n_cols``. For
+    N = 2049 (16-bit, VEC 8) that is 2048 lanes, not 4096, and for N = 4097 4096, not 8192: half the registers,
+    whose occupancy Nsight Compute showed limiting layernorm 8192 x 4097 (docs/kernel-notes.md, session 10)."""
+    return 1 << max(0, (n_cols // vec * vec - 1).bit_length()) if n_cols >= vec else 1
+
+
 def split_unsupported(n_cols: int, row_stride: int, out_row_stride: int, element_bytes: int) -> str | None:
     """Reason the split of :func:`row_split` cannot apply, or adds nothing, to rows of ``n_cols`` elements with
     these input and output row strides (in elements); None when it applies."""

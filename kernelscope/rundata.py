@@ -220,6 +220,8 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
                             "basis_ci95_low_us": basis["lo"],
                             "basis_ci95_high_us": basis["hi"],
                             "device_us": _sub(rec, "device", "median_us"),
+                            "device_ci95_low_us": _sub(rec, "device", "ci95_low_us"),
+                            "device_ci95_high_us": _sub(rec, "device", "ci95_high_us"),
                             "device_span_us": _sub(rec, "device", "span_median_us"),
                             "sustained_us": _sub(rec, "sustained", "median_us"),
                             "seed_method_us": _sub(rec, "seed_method", "median_us"),

@@ -21,6 +21,11 @@ MISSED = "missed"
 NOT_RESOLVED = "not resolved"
 
 
+def _num(x: Any) -> float | None:
+    """A number, or None for a missing one (NaN, as pandas fills an absent column)."""
+    return None if x is None or pd.isna(x) else float(x)
+
+
 def _device_basis(rec: pd.Series) -> bool:
     return rec.get("basis") in ("device", "sustained")
 
@@ -39,8 +44,9 @@ def ratio(base: pd.Series, tri: pd.Series) -> dict[str, Any]:
     if _device_basis(base) and _device_basis(tri):
         b, bl, bh, name = _basis_time(base)
         t, tl, th, _ = _basis_time(tri)
-        if base["basis"] != tri["basis"]:  # one side measured under sustained load, the other not
-            b, bl, bh, t, tl, th = base["device_us"], None, None, tri["device_us"], None, None
+        if base["basis"] != tri["basis"]:  # one side measured under sustained load, the other not: both burst
+            b, bl, bh = base["device_us"], _num(base.get("device_ci95_low_us")), _num(base.get("device_ci95_high_us"))
+            t, tl, th = tri["device_us"], _num(tri.get("device_ci95_low_us")), _num(tri.get("device_ci95_high_us"))
             name = "device time"
         return {
             "speedup": b / t,

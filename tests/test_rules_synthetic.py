@@ -169,6 +169,25 @@ def test_target_ratio_interval(monkeypatch, at_least, verdict):
     assert row["ci_low"] <= row["value"] <= row["ci_high"] and row["verdict"] == verdict
 
 
+def test_target_ratio_interval_when_one_side_is_sustained():
+    """A Triton record of 1 ms and more carries a sustained-load basis, its baseline under 1 ms not: the ratio
+    falls back to both sides' burst device time, and keeps both sides' device intervals (it dropped them, and
+    a clear miss read "not resolved")."""
+    target = Target(variant="t", metric="speedup", at_least=0.95, reason="a goal", baseline="e")
+    declared = {"label": target.label, "variant": "t", "baseline": "e", "metric": "speedup"}
+    declared.update(at_least=0.95, reason="a goal")
+    tri = _timing_row("t", "triton", 1100.0, 1090.0, 1110.0) | {"basis": "sustained", "basis_us": 1150.0}
+    tri.update(device_ci95_low_us=1090.0, device_ci95_high_us=1110.0)
+    base = _timing_row("e", "eager", 850.0, 845.0, 855.0) | {"device_ci95_low_us": 845.0, "device_ci95_high_us": 855.0}
+    gate = {"implementations": [{"implementation": n, "status": "pass"} for n in ("t", "e")]}
+    case = {"kernel": "k", "shape": "S", "dtype": "float16", "params": {"N": 1}, "correctness": gate}
+    case["declaration"] = {"targets": [declared]}
+    (row,) = scores.targets({"cases": [case]}, {"timing": pd.DataFrame([tri, base])}).to_dict("records")
+    assert row["value"] == pytest.approx(850 / 1100)
+    assert row["ci_low"] == pytest.approx(845 / 1110) and row["ci_high"] == pytest.approx(855 / 1090)
+    assert row["verdict"] == scores.MISSED
+
+
 # --- two runs: orderings and the comparison's floors ------------------------------------------------------------
 
 

@@ -435,6 +435,27 @@ def test_split_rows_pass_the_gate(shp, name, dtype):
     assert_pass(gate(name, shp, dtype, config))
 
 
+@pytest.mark.parametrize(
+    ("n_cols", "vec", "block"),
+    [
+        (2049, 8, 2048),
+        (4097, 8, 4096),
+        (2049, 4, 2048),
+        (1000, 8, 1024),
+        (129, 8, 128),
+        (16, 8, 16),
+        (17, 8, 16),
+        (5, 8, 1),
+    ],
+)
+def test_split_body_block_covers_the_longest_body_and_no_more(n_cols, vec, block):
+    # the body holds at most n_cols // vec * vec elements (row_split), so its block is the power of two above
+    # that: half of next_power_of_2(n_cols) just past a power of two (a block too small for the longest body
+    # leaves columns unwritten, which the gate on N = 129 and N = 70 rejects)
+    assert heuristics.body_block(n_cols, vec) == block
+    assert block >= n_cols // vec * vec and (block == 1 or block // 2 < n_cols // vec * vec)
+
+
 @pytest.mark.parametrize("name", ROW_KERNELS)
 def test_split_is_offered_only_where_triton_cannot_prove_rows_aligned(name):
     impl = SPEC.implementation(name)
