@@ -181,6 +181,9 @@ def targets(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> pd.DataFrame:
             )
             if gate.get("status") == "unsupported" and not gate.get("declined"):
                 continue  # outside the variant's design: the target does not speak about it
+            checked = {r["implementation"] for r in (case["correctness"] or {}).get("implementations", [])}
+            if checked and not {target["variant"], target["baseline"] or target["variant"]} <= checked:
+                continue  # the run's config did not select the variant (or its baseline): nothing to score
             row = {
                 "kernel": case["kernel"],
                 "target": target["label"],

@@ -193,6 +193,19 @@ def test_tma_selection_from_shape_and_device(monkeypatch):
     assert PERSISTENT.default_config(gpu, fp16)["TMA"] == 1
 
 
+def test_persistent_default_flattens_the_tile_loop_where_the_flattened_configs_are_swept(monkeypatch):
+    monkeypatch.setattr(runtime, "device_limits", lambda: H200)
+    big, small = _shape(M=4096, N=4096, K=4096), _shape(M=512, N=512, K=512)
+    assert PERSISTENT.default_config(big, torch.float16).get("FLATTEN") == (1 if mm.HAS_FLATTENED_RANGE else None)
+    assert "FLATTEN" not in PERSISTENT.default_config(small, torch.float16)
+    monkeypatch.setattr(runtime, "device_limits", lambda: {**H200, "capability": (8, 0)})  # no TMA: no FLATTEN
+    assert "FLATTEN" not in PERSISTENT.default_config(big, torch.float16)
+    monkeypatch.setattr(runtime, "device_limits", lambda: H200)
+    default = PERSISTENT.default_config(big, torch.float16)
+    assert PERSISTENT.prune(default, big, torch.float16, H200) is None  # the sweep times it
+    assert sum(c == default for c in PERSISTENT.configs(big, torch.float16)) <= 1
+
+
 def test_prepare_refuses_tma_on_a_misaligned_base_and_pointers_handle_it():
     M = N = K = 32
     g = torch.Generator().manual_seed(0)

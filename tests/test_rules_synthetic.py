@@ -188,6 +188,22 @@ def test_target_ratio_interval_when_one_side_is_sustained():
     assert row["verdict"] == scores.MISSED
 
 
+def test_targets_of_variants_the_run_did_not_select_are_not_scored():
+    """A config narrowed to some variants (config/kernels-next.yaml runs triton_persistent, not
+    triton_grouped) has no gate record for the others: their targets are not 'not resolved', they are not
+    this run's (they were counted as not resolved, and the front page's tally with them)."""
+    declared = [
+        {"label": f"{v} >= 1x e", "variant": v, "baseline": "e", "metric": "speedup", "at_least": 1.0, "reason": "r"}
+        for v in ("t", "absent")
+    ]
+    timing = pd.DataFrame([_timing_row("t", "triton", 10.0, 9.9, 10.1), _timing_row("e", "eager", 12.0, 11.9, 12.1)])
+    gate = {"implementations": [{"implementation": n, "status": "pass"} for n in ("t", "e")]}
+    case = {"kernel": "k", "shape": "S", "dtype": "float16", "params": {"N": 1}, "correctness": gate}
+    case["declaration"] = {"targets": declared}
+    rows = scores.targets({"cases": [case]}, {"timing": timing}).to_dict("records")
+    assert [r["variant"] for r in rows] == ["t"] and rows[0]["verdict"] == scores.MET
+
+
 # --- two runs: orderings and the comparison's floors ------------------------------------------------------------
 
 
