@@ -368,12 +368,17 @@ def _persistent_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
 
 def _persistent_default(shape: Shape, dtype: torch.dtype) -> dict:
     # Half of an SM's 64 warp slots (32 // num_warps programs): enough loads in flight for a
-    # memory-bound kernel while leaving registers to spare. Prefetch the next row when all those
-    # programs' row buffers fit in 128 KB of shared memory (sm_80 has 164 KB a SM, sm_90 228 KB), so
-    # that every program of the grid stays resident.
+    # memory-bound kernel while leaving registers to spare. Prefetch the next row (num_stages=2) only for
+    # rows of 64-128 KB: in the H200 sweeps of three runs (session 9's G and H, session 10's J;
+    # docs/kernel-notes.md) one stage was faster or tied on every shape with narrower rows (131072 x 512 by
+    # 3-7 %, 8192 x 8192 by 1-4 %, the split rows of N = 1000 and 2049 by 2-9 %), and the prefetch paid only
+    # on 1024 x 65536 16-bit rows (128 KB: 3-9 % faster, at fewer programs an SM than this default's). The
+    # prefetch also needs every program's row buffer to fit in 128 KB of an SM's shared memory (sm_80 has
+    # 164 KB, sm_90 228 KB), so that the whole grid stays resident.
     num_warps = _persistent_warps(shape)
     programs_per_sm = 32 // num_warps
-    prefetch = PIPELINED_RANGE and programs_per_sm * _stage_bytes(shape, dtype, 2) <= 128 * 1024
+    stage = _stage_bytes(shape, dtype, 2)
+    prefetch = PIPELINED_RANGE and stage >= 64 * 1024 and programs_per_sm * stage <= 128 * 1024
     config = {"programs_per_sm": programs_per_sm, "num_stages": 2 if prefetch else 1, "num_warps": num_warps}
     return _with_split([config], shape, dtype)[0]
 

@@ -68,6 +68,8 @@ def main() -> None:
         "fastest (the sweep's rule)": None,
         "default within 1 %": lambda best: 0.01,
         "default within 2 %": lambda best: 0.02,
+        "default within 3 %": lambda best: 0.03,
+        "default within 5 %": lambda best: 0.05,
         "default within the Triton rerun floor": lambda best: p95[reruns.size_class(best["median_us"])],
     }
     va, vb = variants(args.a), variants(args.b)
