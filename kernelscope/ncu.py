@@ -1,4 +1,4 @@
-"""Optional Nsight Compute stage: hardware counters for each Triton variant of a case.
+"""Optional Nsight Compute stage: hardware counters for each Triton variant of a case and its eager baselines.
 
 ``ncu`` runs ``python -m kernelscope ncu-target ...`` (which warms every variant up, then calls each once
 between ``cudaProfilerStart``/``Stop``, inside an NVTX range named after the implementation) with
@@ -6,15 +6,19 @@ between ``cudaProfilerStart``/``Stop``, inside an NVTX range named after the imp
 implementation, so each profiled kernel is attributed to its implementation by name (not by launch order),
 and ``--clock-control none``, so the card's clocks are left as they are. The counters answer
 *why* a kernel sits where it does on the roofline: DRAM throughput, achieved occupancy, registers per
-thread, local-memory (spill) traffic.
+thread, local-memory (spill) traffic, SM and issue-slot utilisation, and the warp stall reasons (the average
+number of warps stalled on each reason per issued instruction, as ncu's WarpStateStats section reports them).
+The eager baselines (cuBLAS, cuDNN's SDPA, torch's own kernels) are profiled beside the Triton variants, so a
+gap to the vendor kernel has counters on both sides.
 
 Where ``ncu`` is not on ``PATH``, where there is no CUDA device, or where ncu cannot read the counters
 (e.g. ``ERR_NVGPUCTRPERM``), the stage records that it did not run and why; the report says so.
 
-Not yet verified on a GPU (written after this project's first H200 session had used its device time):
-the CSV layout parsed here is ncu's ``--csv --page raw`` format (a header row of metric names, a row of
+The CSV layout parsed here is ncu's ``--csv --page raw`` format (a header row of metric names, a row of
 units, then one row per profiled kernel); with ``--nvtx`` a column named after the NVTX state (its domain and
 push/pop range stack) carries each kernel's ranges, where :func:`parse_csv` finds the implementation's range.
+That parsing ran on an H200 in session 10 (docs/kernel-notes.md); the utilisation and stall metrics and the
+baselines' rows were added after it and have not run on a GPU.
 """
 
 from __future__ import annotations
@@ -28,6 +32,18 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+#: the warp stall reasons recorded (ncu's WarpStateStats names, without the metric's prefix and suffix)
+STALL_REASONS = (
+    "long_scoreboard",
+    "short_scoreboard",
+    "barrier",
+    "wait",
+    "math_pipe_throttle",
+    "mio_throttle",
+    "lg_throttle",
+    "not_selected",
+)
+
 #: what each reported quantity is read from
 METRICS = {
     "duration_ns": "gpu__time_duration.sum",
@@ -37,6 +53,12 @@ METRICS = {
     "local_load_bytes": "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
     "local_store_bytes": "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
     "shared_mem_per_block_bytes": "launch__shared_mem_per_block",
+    "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "issue_active_pct": "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    **{
+        f"stall_{reason}": f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"
+        for reason in STALL_REASONS
+    },
 }
 
 
@@ -149,12 +171,18 @@ def run(target: Sequence[str], implementations: Sequence[str], on_gpu: bool) -> 
 
 
 def profiled_variants(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The Triton variants the stage profiles, in order: those the case supports and the sweep tuned."""
-    return [
+    """The implementations the stage profiles, in order: the Triton variants the case supports and the sweep
+    tuned, then the eager baselines the case supports (torch.compile's are left out: its compile would run
+    inside ncu's process)."""
+    triton = [
         impl.name
         for impl in spec.triton_variants
         if impl.name in best_configs and impl.unsupported_reason(shape, dtype) is None
     ]
+    eager = [
+        impl.name for impl in spec.baselines if impl.kind == "eager" and impl.unsupported_reason(shape, dtype) is None
+    ]
+    return triton + eager
 
 
 def target(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]], seed: int = 0) -> list[str]:
@@ -167,7 +195,7 @@ def target(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]], se
     inputs = spec.make_inputs(shape, dtype, runtime.device(), seed)
     closures = []
     for name in profiled_variants(spec, shape, dtype, best_configs):
-        fn = spec.implementation(name).prepare(inputs, spec.make_output(inputs), best_configs[name])
+        fn = spec.implementation(name).prepare(inputs, spec.make_output(inputs), best_configs.get(name, {}))
         for _ in range(3):
             fn()
         closures.append((name, fn))

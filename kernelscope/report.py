@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import bases, claims, firstpage, plots, records, results, rundata, scores
+from kernelscope import bases, claims, firstpage, ncu, plots, records, results, rundata, scores
 from kernelscope.document import bullets, figure, kv, render, table, text
 from kernelscope.fingerprint import fingerprint
 from kernelscope.verdicts import Basis, Statement, Topic, topic_order
@@ -647,6 +647,9 @@ def _case_blocks(case: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> list[dic
     elif prof:
         blocks.append(text(f"Kernel names: not captured — {prof.get('reason')}."))
     blocks.append(_ncu_block(case))
+    stalls = _ncu_stall_block(case)
+    if stalls is not None:
+        blocks.append(stalls)
     sweep_lines = [sweep_line(sw) for sw in case["sweeps"]]
     if sweep_lines:
         blocks.append(bullets(sweep_lines))
@@ -678,6 +681,20 @@ def _ncu_block(case: dict[str, Any]) -> dict[str, Any]:
         ],
         code=("kernel",),
     )
+
+
+def _ncu_stall_block(case: dict[str, Any]) -> dict[str, Any] | None:
+    """SM and issue-slot utilisation and the warp stall reasons, where the record has them (records made
+    before they were collected have not)."""
+    doc = case.get("ncu") or {}
+    if not doc.get("ran"):
+        return None
+    df = pd.DataFrame(doc["kernels"])
+    extra = ["sm_throughput_pct", "issue_active_pct", *(f"stall_{r}" for r in ncu.STALL_REASONS)]
+    present = [c for c in extra if c in df.columns and df[c].notna().any()]
+    if not present:
+        return None
+    return table(df, ["implementation", "kernel", *present], code=("kernel",))
 
 
 def _references_section(data: dict[str, Any]) -> dict[str, Any] | None:

@@ -75,3 +75,47 @@ def test_stage_attributes_kernels_by_range_and_reports_any_that_do_not_match(mon
     assert not bad["ran"] and "kernels outside them ['_online_softmax_kernel']" in bad["reason"]
     missing = ncu.run(["x"], ["triton_row", "triton_online", "triton_persistent"], on_gpu=True)
     assert not missing["ran"] and "implementations without a kernel ['triton_persistent']" in missing["reason"]
+
+
+STALL_HEADER = (
+    HEADER
+    + ","
+    + ",".join(
+        f'"{ncu.METRICS[k]}"'
+        for k in ("sm_throughput_pct", "issue_active_pct", "stall_long_scoreboard", "stall_barrier")
+    )
+)
+STALL_SAMPLE = f"""{STALL_HEADER}
+"","","","","","","","","nsecond","%","%","register/thread","byte","byte","byte","%","%","","",""
+"0","1","python3","h","<default domain>:kernelscope.sdpa:none:none:none:none","cudnn_fprop","1","7","830,000","5.0","12.5","168","0","0","115712","71.5","64.0","1.25","0.5"
+"""
+
+
+def test_parse_reads_utilisation_and_stall_reasons_where_the_csv_has_them():
+    (row,) = ncu.parse_csv(STALL_SAMPLE)
+    assert row["implementation"] == "sdpa" and row["sm_throughput_pct"] == pytest.approx(71.5)
+    assert row["stall_long_scoreboard"] == pytest.approx(1.25) and row["stall_barrier"] == pytest.approx(0.5)
+    assert row["stall_wait"] is None  # a metric the CSV lacks is missing, not zero
+    (old,) = [r for r in ncu.parse_csv(SAMPLE) if r["implementation"] == "triton_row"]
+    assert old["stall_long_scoreboard"] is None and old["dram_throughput_pct"] == pytest.approx(88.31)
+
+
+def test_the_stage_profiles_the_eager_baselines_beside_the_tuned_variants():
+    from kernelscope import registry
+
+    spec = registry.get("softmax")
+    shape = spec.shape("cpu", "M3_N5")
+    import torch
+
+    names = ncu.profiled_variants(spec, shape, torch.float16, {"triton_row": {"num_warps": 1}})
+    assert names == ["triton_row", "torch"]  # torch_compile (kind compile) left out; untuned variants too
+
+
+def test_the_report_shows_stall_reasons_only_where_the_record_has_them():
+    from kernelscope import report
+
+    new = {"ncu": {"ran": True, "kernels": ncu.parse_csv(STALL_SAMPLE)}}
+    block = report._ncu_stall_block(new)
+    assert block is not None and "stall_long_scoreboard" in str(block) and "stall_wait" not in str(block)
+    old = {"ncu": {"ran": True, "kernels": ncu.parse_csv(SAMPLE)}}  # a record from before: no such table
+    assert report._ncu_stall_block(old) is None and report._ncu_stall_block({}) is None
