@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import bases, claims, firstpage, ncu, plots, records, results, rundata, scores
+from kernelscope import bases, claims, firstpage, plots, records, results, rundata, scores
 from kernelscope.document import bullets, figure, kv, render, table, text
 from kernelscope.fingerprint import fingerprint
 from kernelscope.verdicts import Basis, Statement, Topic, topic_order
@@ -690,7 +690,8 @@ def _ncu_stall_block(case: dict[str, Any]) -> dict[str, Any] | None:
     if not doc.get("ran"):
         return None
     df = pd.DataFrame(doc["kernels"])
-    extra = ["sm_throughput_pct", "issue_active_pct", *(f"stall_{r}" for r in ncu.STALL_REASONS)]
+    # the record's own columns (kernelscope.ncu.METRICS names them; the reading side does not import it)
+    extra = ["sm_throughput_pct", "issue_active_pct", *(c for c in df.columns if c.startswith("stall_"))]
     present = [c for c in extra if c in df.columns and df[c].notna().any()]
     if not present:
         return None
