@@ -302,6 +302,7 @@ def standin_spec(dev: StandinDevice, torch_us, compile_us=18.0, triton_us=15.0, 
 def install(monkeypatch: pytest.MonkeyPatch, dev: StandinDevice | None = None) -> StandinDevice:
     """Make kernelscope see ``dev`` as its CUDA device (inputs stay on the CPU)."""
     dev = dev or StandinDevice()
+    runtime.device_limits.cache_clear()  # cached per process: the stand-in's limits must neither see nor stay
     monkeypatch.setattr(runtime, "select_backend", lambda: "cuda")
     monkeypatch.setattr(runtime, "device", lambda: torch.device("cpu"))
     monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=dev.perf_counter))
@@ -330,6 +331,9 @@ def install(monkeypatch: pytest.MonkeyPatch, dev: StandinDevice | None = None) -
 
 
 @pytest.fixture
-def standin_cuda(monkeypatch: pytest.MonkeyPatch) -> StandinDevice:
-    """A stand-in CUDA device (see the module docstring); everything is restored after the test."""
-    return install(monkeypatch)
+def standin_cuda(monkeypatch: pytest.MonkeyPatch) -> Iterator[StandinDevice]:
+    """A stand-in CUDA device (see the module docstring); everything is restored after the test, and the
+    device limits it cached are forgotten (else a later interpreter test reads the stand-in's: a sweep under
+    the stand-in left them, and 15 softmax tests run after it failed)."""
+    yield install(monkeypatch)
+    runtime.device_limits.cache_clear()
