@@ -75,7 +75,7 @@ def body_block(n_cols: int, vec: int) -> int:
     elements whatever the head, so its block is the power of two above that, not above ``n_cols``. For
     N = 2049 (16-bit, VEC 8) that is 2048 lanes, not 4096, and for N = 4097 4096, not 8192: half the registers,
     whose occupancy Nsight Compute showed limiting layernorm 8192 x 4097 (docs/kernel-notes.md, session 10)."""
-    return 1 << max(0, (n_cols // vec * vec - 1).bit_length()) if n_cols >= vec else 1
+    return triton.next_power_of_2(max(1, n_cols // vec * vec))
 
 
 def split_unsupported(n_cols: int, row_stride: int, out_row_stride: int, element_bytes: int) -> str | None:

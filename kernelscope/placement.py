@@ -23,12 +23,27 @@ from typing import Any
 import torch
 
 
+def storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """The bytes of the storages behind ``tensors``, each storage once."""
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+    return sum(storages.values())
+
+
 def copies_for(nbytes: int, copies: int, budget_bytes: int) -> int:
     """How many placements a case of ``nbytes`` (its storages, once each) gets: ``copies`` at most, and no more
     extra copies than ``budget_bytes`` holds (a large case, whose time placement barely moves, gets one)."""
     if copies <= 1 or nbytes <= 0:
         return 1
     return max(1, min(copies, 1 + budget_bytes // nbytes))
+
+
+def for_case(tensors: Iterable[torch.Tensor], copies: int, budget_bytes: int) -> Placements | None:
+    """The placements of a case's ``tensors`` (``copies`` at most, within ``budget_bytes`` of extra memory:
+    :func:`copies_for`), or None where there would be one (``copies`` 1, or a case too large for the budget).
+    Makes the copies: call it on a CUDA device, under the GPU lock."""
+    tensors = list(tensors)
+    n = copies_for(storage_bytes(tensors), copies, budget_bytes)
+    return Placements(tensors, n) if n > 1 else None
 
 
 class Placements:
@@ -52,29 +67,40 @@ class Placements:
         ]
         self.index = 0
 
-    def advance(self) -> None:
-        """Point every tensor at the next placement (after the last, the first again)."""
+    def _positions(self, tensors: Iterable[torch.Tensor] | None) -> list[int]:
+        if tensors is None:
+            return list(range(len(self.tensors)))
+        wanted = {id(t) for t in tensors}
+        return [i for i, t in enumerate(self.tensors) if id(t) in wanted]
+
+    def advance(self, positions: list[int] | None = None) -> None:
+        """Point the tensors at ``positions`` (every tensor by default) at the next placement (after the last,
+        the first again)."""
         if self.copies == 1:
             return
         self.index = (self.index + 1) % self.copies
+        layout = self._layouts[self.index]
         with torch.no_grad():
-            for t, (storage, offset, size, stride) in zip(self.tensors, self._layouts[self.index], strict=True):
-                t.set_(storage, offset, size, stride)
+            for i in range(len(self.tensors)) if positions is None else positions:
+                storage, offset, size, stride = layout[i]
+                self.tensors[i].set_(storage, offset, size, stride)
 
-    def rotating(self, fn: Callable[[], Any]) -> Callable[[], Any]:
-        """``fn``, each call at the next placement."""
+    def rotating(self, fn: Callable[[], Any], tensors: Iterable[torch.Tensor] | None = None) -> Callable[[], Any]:
+        """``fn``, each call at the next placement of ``tensors`` (those ``fn`` reads and writes; every tensor
+        by default): the other implementations' outputs are not moved inside its samples."""
         if self.copies == 1:
             return fn
+        positions = self._positions(tensors)
 
         def call() -> Any:
-            self.advance()
+            self.advance(positions)
             return fn()
 
         return call
 
-    def warm(self, fn: Callable[[], Any]) -> None:
-        """Call ``fn`` once at every placement (a closure that would specialise on an address does so here,
-        outside the samples), ending where it began."""
-        call = self.rotating(fn)
+    def warm(self, fn: Callable[[], Any], tensors: Iterable[torch.Tensor] | None = None) -> None:
+        """Call ``fn`` once at every placement of ``tensors`` (a closure that would specialise on an address does
+        so here, outside the samples), ending where it began."""
+        call = self.rotating(fn, tensors)
         for _ in range(self.copies):
             call()

@@ -172,13 +172,11 @@ def _placements(inputs, out, timed: list, settings: timing.TimingSettings, name:
     A config that fails there is recorded as failed and not timed."""
     if runtime.select_backend() != "cuda" or settings.placements <= 1 or not timed:
         return None
-    tensors = [t for t in inputs.values() if isinstance(t, torch.Tensor)] + [out]
-    nbytes = placement.Placements(tensors, 1).nbytes
-    copies = placement.copies_for(nbytes, settings.placements, settings.placement_bytes)
-    if copies <= 1:
-        return None
     with gpus.shared(f"sweep placements {name}"):
-        places = placement.Placements(tensors, copies)
+        tensors = [t for t in inputs.values() if isinstance(t, torch.Tensor)] + [out]
+        places = placement.for_case(tensors, settings.placements, settings.placement_bytes)
+        if places is None:
+            return None
         for rec, fn in list(timed):
             try:
                 with faults.bounded(f"{name} {rec['key']}"):

@@ -49,11 +49,13 @@ class _Prepared:
     def __init__(self, spec: KernelSpec, impl: Implementation, inputs, config: Mapping[str, Any]) -> None:
         self.impl = impl
         self.fn = None
-        self.out: torch.Tensor | None = None
+        #: what the closure reads and writes (the case's input tensors and its own output): what rotates
+        self.tensors: list[torch.Tensor] = []
         self.rec: dict[str, Any] = {"implementation": impl.name, "kind": impl.kind, "config": dict(config)}
         started = time.perf_counter()
         try:
-            out = self.out = spec.make_output(inputs)
+            out = spec.make_output(inputs)
+            self.tensors = [*_tensors(inputs), out]
             fn = impl.prepare(inputs, out, config)
             # building the callable: for torch.compile this holds the process's first import of Dynamo and
             # Inductor (the CLI imports them before any lock), a cost the first call does not include
@@ -121,7 +123,7 @@ def _add_device(
     seed document's method where the case is one the seed measured."""
     if runtime.select_backend() != "cuda":
         return
-    fn = placements.rotating(prepared.fn) if placements is not None else prepared.fn
+    fn = placements.rotating(prepared.fn, prepared.tensors) if placements is not None else prepared.fn
     rec["device"] = timing.measure_device(fn, settings, flush, rec["median_us"], monitor)
     if placements is not None and rec["device"].get("status") == "ok":
         rec["device"]["placements"] = placements.copies
@@ -143,25 +145,26 @@ def _add_graph(
     rec["host_wall_us"] = timing.host_wall_us(prepared.fn, settings.host_calls)
 
 
-def _placements(inputs, slots: list, settings: timing.TimingSettings) -> placement.Placements | None:
+def _tensors(inputs) -> list[torch.Tensor]:
+    return [t for t in inputs.values() if isinstance(t, torch.Tensor)]
+
+
+def _placements(slots: list, settings: timing.TimingSettings) -> placement.Placements | None:
     """Copies of the case's tensors (its inputs, every prepared output) for the device-time samples to rotate
-    over, each closure called once at every placement before the exclusive section (shared lock). None under
-    the interpreter, with ``placements: 1``, or where the budget allows one copy."""
-    if runtime.select_backend() != "cuda" or settings.placements <= 1:
-        return None
+    over, each closure called once at each of its placements before the exclusive section (shared lock). None
+    under the interpreter, with ``placements: 1``, or where the budget allows one copy."""
     prepared = [s for s in slots if isinstance(s, _Prepared) and s.fn is not None]
-    tensors = [t for t in inputs.values() if isinstance(t, torch.Tensor)]
-    tensors += [s.out for s in prepared if isinstance(s.out, torch.Tensor)]
-    nbytes = placement.Placements(tensors, 1).nbytes
-    copies = placement.copies_for(nbytes, settings.placements, settings.placement_bytes)
-    if copies <= 1:
+    if runtime.select_backend() != "cuda" or settings.placements <= 1 or not prepared:
         return None
     with gpus.shared("placements"):
-        places = placement.Placements(tensors, copies)
+        tensors = [t for s in prepared for t in s.tensors]
+        places = placement.for_case(tensors, settings.placements, settings.placement_bytes)
+        if places is None:
+            return None
         for slot in prepared:
             try:
                 with torch.no_grad(), faults.bounded(slot.impl.name):
-                    places.warm(slot.fn)
+                    places.warm(slot.fn, slot.tensors)
             except Exception as exc:  # noqa: BLE001 - recorded as the implementation's failure; the others run
                 slot.rec = _error(slot.rec, exc)
                 slot.fn = None
@@ -227,7 +230,7 @@ def time_case(
     )
     for impl, config in order:
         slots.append(skipped(impl, config) or _Prepared(spec, impl, inputs, config))
-    placements = _placements(inputs, slots, settings)
+    placements = _placements(slots, settings)
     setup_s = time.perf_counter() - started  # inputs, every prepare, compile and first call, the placements
 
     flush = timing.L2Flusher(settings.flush_l2)

@@ -64,3 +64,24 @@ def test_one_placement_leaves_the_closure_alone():
         return 1
 
     assert placement.Placements([torch.zeros(2)], 1).rotating(fn) is fn
+
+
+def test_rotating_moves_only_the_tensors_the_closure_uses():
+    # the timing stage rotates an implementation's inputs and its own output, not the other implementations'
+    # outputs, inside its samples
+    x, mine, other = torch.zeros(4), torch.zeros(4), torch.zeros(4)
+    homes = (x.data_ptr(), mine.data_ptr(), other.data_ptr())
+    places = placement.Placements([x, mine, other], 3)
+    call = places.rotating(lambda: None, [x, mine])
+    call()
+    assert x.data_ptr() != homes[0] and mine.data_ptr() != homes[1] and other.data_ptr() == homes[2]
+    call(), call()
+    assert (x.data_ptr(), mine.data_ptr(), other.data_ptr()) == homes
+
+
+def test_for_case_keeps_the_budget_and_declines_a_single_placement():
+    small = [torch.zeros(4), torch.zeros(4)]  # 32 bytes
+    assert placement.for_case(small, 16, 1 << 20).copies == 16
+    assert placement.for_case(small, 16, 40).copies == 2
+    assert placement.for_case(small, 16, 10) is None and placement.for_case(small, 1, 1 << 20) is None
+    assert placement.storage_bytes([small[0], small[0][1:]]) == 16  # a view's storage counted once
