@@ -95,6 +95,13 @@ link_or_copy() {  # SOURCE DEST
     cp -al "$1" "$2" 2>/dev/null || { rm -rf "$2"; cp -a "$1" "$2"; }
 }
 
+take_into_root() {  # DIR...: each directory outside the root's /usr (and not there yet) into the root, at its path
+    local d
+    for d in "$@"; do
+        [[ $d == /usr || $d == /usr/* || -e $rootfs$d ]] || link_or_copy "$d" "$rootfs$d"
+    done
+}
+
 assemble() {
     local rootfs=$work/root python prefix
     [[ -x $venv/bin/python ]] || die "no python in $venv (set KS_HOST_VENV)"
@@ -118,7 +125,7 @@ assemble() {
     # 3.11.7 ran as Debian's 3.11.2). Snakemake gives every job --home <workdir>, so no home is mounted over it.
     python=$(readlink -f "$venv/bin/python")
     prefix=$(dirname "$(dirname "$python")")
-    [[ $prefix == /usr || $prefix == /usr/* || -e $rootfs$prefix ]] || link_or_copy "$prefix" "$rootfs$prefix"
+    take_into_root "$prefix"
     # Nsight Compute, where the host has it outside /usr (its own directory, e.g. /opt/nvidia/nsight-compute/<v>)
     local ncu
     rm -f "$work/ncu-dir"
@@ -126,9 +133,9 @@ assemble() {
         # its directory on PATH inside too: Apptainer gives the container its own PATH, and on the first GPU run
         # the ncu stage inside found no ncu although the image held it (under /usr/local/cuda-13.0/bin)
         dirname "$ncu" > "$work/ncu-dir"
-        ncu=$(dirname "$(readlink -f "$ncu")")
-        [[ $ncu == /usr/* || -e $rootfs$ncu ]] || link_or_copy "$ncu" "$rootfs$ncu"
-        note ncu "\"$ncu\""
+        # the directory PATH names and the one the binary resolves to (a link may point elsewhere)
+        take_into_root "$(dirname "$ncu")" "$(dirname "$(readlink -f "$ncu")")"
+        note ncu "\"$(dirname "$ncu")\""
     else
         log "no ncu on PATH: the ncu stage will fail inside the image"
     fi
@@ -138,11 +145,9 @@ assemble() {
     local cc
     cc=${CC:-$(command -v cc || command -v gcc || true)}
     if [[ -n $cc && -x $cc ]]; then
-        cc=$(readlink -f "$cc")
-        local cc_prefix
-        cc_prefix=$(dirname "$(dirname "$cc")")
-        [[ $cc_prefix == /usr || $cc_prefix == /usr/* || -e $rootfs$cc_prefix ]] || link_or_copy "$cc_prefix" "$rootfs$cc_prefix"
-        note cc "\"${CC:-$cc}\""
+        # the prefix of the path as named (what $CC says inside) and of the binary it resolves to
+        take_into_root "$(dirname "$(dirname "$cc")")" "$(dirname "$(dirname "$(readlink -f "$cc")")")"
+        note cc "\"$cc\""
     else
         log "no C compiler (CC, cc, gcc): Triton cannot build its launcher inside the image"
     fi
