@@ -267,7 +267,7 @@ def cmd_ncu(args) -> None:
 
     specs, spec, shape, dtype, case = _resolve(args)
     best = sweep.best_configs(_load(args.sweep))
-    implementations = ncu.profiled_variants(spec, shape, dtype, best)
+    implementations = ncu.profiled_implementations(spec, shape, dtype, best)
     argv = ncu.target_argv(args.specs, args.kernel, args.shape, args.dtype, args.sweep)
     result = ncu.run(argv, implementations, runtime.select_backend() == "cuda")
     _write_json(args.out, {**_case_header(specs, case), **result})

@@ -170,7 +170,7 @@ def run(target: Sequence[str], implementations: Sequence[str], on_gpu: bool) -> 
     }
 
 
-def profiled_variants(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def profiled_implementations(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The implementations the stage profiles, in order: the Triton variants the case supports and the sweep
     tuned, then the eager baselines the case supports (torch.compile's are left out: its compile would run
     inside ncu's process)."""
@@ -186,7 +186,7 @@ def profiled_variants(spec, shape, dtype, best_configs: Mapping[str, Mapping[str
 
 
 def target(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]], seed: int = 0) -> list[str]:
-    """Inside ncu: warm every profiled variant up (compilation is never profiled), then call each once
+    """Inside ncu: warm every profiled implementation up (compilation is never profiled), then call each once
     between cudaProfilerStart and cudaProfilerStop, inside its NVTX range. Returns the implementations."""
     import torch
 
@@ -194,7 +194,7 @@ def target(spec, shape, dtype, best_configs: Mapping[str, Mapping[str, Any]], se
 
     inputs = spec.make_inputs(shape, dtype, runtime.device(), seed)
     closures = []
-    for name in profiled_variants(spec, shape, dtype, best_configs):
+    for name in profiled_implementations(spec, shape, dtype, best_configs):
         fn = spec.implementation(name).prepare(inputs, spec.make_output(inputs), best_configs.get(name, {}))
         for _ in range(3):
             fn()

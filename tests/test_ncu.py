@@ -107,7 +107,7 @@ def test_the_stage_profiles_the_eager_baselines_beside_the_tuned_variants():
     shape = spec.shape("cpu", "M3_N5")
     import torch
 
-    names = ncu.profiled_variants(spec, shape, torch.float16, {"triton_row": {"num_warps": 1}})
+    names = ncu.profiled_implementations(spec, shape, torch.float16, {"triton_row": {"num_warps": 1}})
     assert names == ["triton_row", "torch"]  # torch_compile (kind compile) left out; untuned variants too
 
 
