@@ -272,6 +272,8 @@ def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequen
         with gpus.shared(f"correctness {impl.name}"):  # one implementation at a time: samplers get in between
             implementations.append(check_implementation(spec, impl, shape, dtype, seeds, config))
     for impl in spec.negative_controls:
+        if impl.kind == "triton" and runtime.select_backend() == "cuda" and not impl.unsupported_reason(shape, dtype):
+            _compile_ahead(spec, impl, shape, dtype, seeds[0], {})
         with gpus.shared(f"correctness {impl.name}"):
             rec = check_implementation(spec, impl, shape, dtype, seeds, {})
         rec["rejected"] = rec["status"] == "fail"

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from kernelscope import gpus, runtime
+from kernelscope import gpus, runtime, timing
 from kernelscope.spec import KernelSpec, Shape
 
 
@@ -83,6 +83,9 @@ def profile_case(
             continue
         try:
             fn = impl.prepare(inputs, spec.make_output(inputs), config)
+            if impl.kind == "triton":  # compiled, loaded and its launcher built before the lock (no launch)
+                with torch.no_grad():
+                    timing.compile_only(fn)
             with torch.no_grad(), gpus.shared(f"profile {impl.name}"):
                 rec["kernels"] = kernels_launched(fn, calls)
             rec["config"] = dict(config)

@@ -117,11 +117,7 @@ def _install_compile_only_switch() -> bool:
         if not getattr(_COMPILE_ONLY, "on", False):
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         kernel = original(self, *args, grid=grid, warmup=True, **kwargs)
-        # load the binary and build its launcher now too (a driver call and a host compile, no kernel),
-        # so the first launch under the GPU lock has nothing left to build
-        init = getattr(kernel, "_init_handles", None)
-        if callable(init):
-            init()
+        devicetime.load(kernel)  # so the first launch under the GPU lock has nothing left to build
         return kernel
 
     run._kernelscope_switch = True

@@ -40,6 +40,8 @@ Each test was seen to fail with one bug planted in kernelscope/devicetime.py, ti
 - seed_method_times_the_launch_path: the start event recorded after the call; no synchronisation after
   each sample; none after the warm-up; one warm-up call fewer; one round more.
 - prepare_device_basis_runs_the_delimiter: the ``contextlib.suppress`` dropped.
+- the_delimiter_compile_builds_its_launcher: ``Delimiter._triton_compile`` without ``load`` (the launcher left
+  to the first launch, under the shared lock).
 - time_case_device_basis_per_record: ``_add_device`` only for records that get a graph replay; ``>`` for
   ``>=`` against ``sustained_above_us``; the event median instead of the device median against it.
 - time_case_seed_method_only_when_asked: ``seed_method`` passed to every block (A2 too); passed as True
@@ -379,6 +381,27 @@ def test_prepare_device_basis_compiles_before_taking_the_lock(standin_cuda: Stan
 
     timing.prepare_device_basis(lock)
     assert events == ["compile", "lock", "unlock after 2 launches"]
+
+
+def test_the_delimiter_compile_builds_its_launcher(monkeypatch):
+    """Compiling the delimiter also loads its binary and builds its launcher (Triton 3.6 compiles a C launcher
+    with the host's compiler at a kernel's first launch, in a cold cache directory: about a second inside the
+    sweep's and the timing stage's shared "device basis" section, docs/timing-basis.md)."""
+    events: list[str] = []
+
+    class Compiled:
+        def _init_handles(self):
+            events.append("launcher built")
+
+    class Kernel:
+        def warmup(self, *args, grid, **kwargs):
+            events.append(f"compiled for {args[1]} words on {grid[0]} programs")
+            return Compiled()
+
+    monkeypatch.setattr(devicetime, "_delimiter_kernel", Kernel)
+    devicetime.Delimiter(torch.zeros(devicetime.Delimiter.SMALL, dtype=torch.int32)).compile()
+    assert events == ["compiled for 16 words on 1 programs", "launcher built"]
+    devicetime.load(object())  # a kernel without the hook (another Triton): nothing to build, no error
 
 
 # --- the timing stage

@@ -31,10 +31,14 @@ Each test was seen to fail with one bug planted in the measuring code (then reve
 - time_case_device_time_rotates_over_placements: the device-time closure not wrapped in the rotation
   (``prepared.fn`` measured); ``advance`` not advancing; the budget ignored (``copies_for`` returning
   ``copies``); the closures not warmed at every placement before the exclusive section.
+- triton_compiles_before_the_shared_lock: the profile stage's Triton variants, or the correctness stage's
+  Triton negative controls, compiled at their first call inside the shared section (their compile and
+  launcher build held the card from samplers: docs/timing-basis.md, "Where the wall time goes").
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import pytest
@@ -42,7 +46,7 @@ import standin_device
 import torch
 from standin_device import SHAPE, FakeMonitor, StandinDevice, sampling_settings, standin_spec
 
-from kernelscope import clocks, stats, timing, timing_stage
+from kernelscope import clocks, correctness, gpus, profiling, stats, timing, timing_stage
 from kernelscope.spec import Implementation
 
 standin_cuda = standin_device.standin_cuda  # the fixture
@@ -375,3 +379,55 @@ def test_time_case_placements_within_the_budget(standin_cuda: StandinDevice):
     doc = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_a": {}}, settings)
     dev = doc["implementations"][0]["device"]
     assert dev["placements"] == 3 and sorted(dev["samples_us"]) == [10.0] * 10 + [20.0] * 20
+
+
+@pytest.mark.parametrize("stage", ["correctness", "profile"])
+def test_triton_compiles_before_the_shared_lock(standin_cuda: StandinDevice, monkeypatch, stage):
+    """Every Triton closure (variant or negative control) is compiled with no GPU lock held, before the
+    shared section that runs it; torch.compile's closures are not (their first call is the compile)."""
+    events: list[str] = []
+    held: list[str] = []
+    shared = gpus.shared
+
+    @contextlib.contextmanager
+    def tracked(what=""):
+        held.append(what)
+        events.append(f"lock {what}")
+        try:
+            with shared(what):
+                yield
+        finally:
+            held.pop()
+
+    def compile_only(fn):
+        events.append(f"compile under {held or 'no lock'}")
+        return 0.0
+
+    monkeypatch.setattr(gpus, "shared", tracked)
+    monkeypatch.setattr(timing, "compile_only", compile_only)
+    monkeypatch.setattr(profiling, "kernels_launched", lambda fn, calls: [])
+    spec = standin_spec(standin_cuda, 10.0)
+    control = dataclasses.replace(spec.implementations[0], name="triton_wrong", rejected_for="stand-in")
+    spec = dataclasses.replace(spec, negative_controls=[control])
+    if stage == "correctness":
+        correctness.check_case(spec, SHAPE, torch.float32, [0])
+        expected = [
+            "lock correctness inputs triton_a",
+            "compile under no lock",
+            "lock correctness triton_a",
+            "lock correctness torch_compile",
+            "lock correctness torch",
+            "lock correctness inputs triton_wrong",
+            "compile under no lock",
+            "lock correctness triton_wrong",
+        ]
+    else:
+        profiling.profile_case(spec, SHAPE, torch.float32, {"triton_a": {}})
+        expected = [
+            "lock profile inputs",
+            "compile under no lock",
+            "lock profile triton_a",
+            "lock profile torch_compile",
+            "lock profile torch",
+        ]
+    assert events == expected
