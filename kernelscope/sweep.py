@@ -1,4 +1,4 @@
-"""Launch-config sweep of one Triton variant on one case, every config recorded as data.
+"""Launch-config sweep of every Triton variant of one case, every config recorded as data.
 
 Not ``@triton.autotune``: autotune keeps only the winner, while the report needs every config's fate
 (pruned and why, failed to compile and why, wrong result, or its compile, first-call and steady time),
@@ -72,7 +72,7 @@ def _time_config(fn, settings: timing.TimingSettings, flush: timing.L2Flusher, f
     device = timing.measure_device(fn, settings, flush, first_call_us)
     if device.get("status") == "ok":
         return {**{k: device[k] for k in _KEPT}, "device_samples_us": device["samples_us"], "basis": "device"}
-    # warmed above, the clock too (once per variant, by the caller)
+    # warmed above, the clock too (once per case, by the caller)
     warm = dataclasses.replace(settings, warmup=0, clock_warmup_s=0.0)
     measured = timing.measure(fn, warm, with_first_call=False, flush=flush)
     out = {**{k: measured[k] for k in _KEPT}, "samples_us": measured["samples_us"], "basis": "event"}
@@ -81,41 +81,30 @@ def _time_config(fn, settings: timing.TimingSettings, flush: timing.L2Flusher, f
     return out
 
 
-def sweep_variant(
+@dataclasses.dataclass(eq=False)  # slots are found by identity
+class _Checked:
+    """One variant after its configs were compiled and checked, before the exclusive section times them:
+    every config's record, and the correct ones with their closures (``timed``)."""
+
+    impl: Implementation
+    records: list[dict[str, Any]]
+    timed: list[tuple[dict[str, Any], Any]]
+
+
+def _check_variant(
     spec: KernelSpec,
     impl: Implementation,
     shape: Shape,
     dtype: torch.dtype,
-    settings: timing.TimingSettings,
-    max_configs: int | None = None,
-    seed: int = 0,
-    compile_workers: int = 1,
-    keep_default_within: float = 0.0,
-) -> dict[str, Any]:
-    """Every config of one variant in three phases: compile all of them (``compile_workers`` threads, no
-    lock), check each against the reference (shared GPU lock), then time the correct ones back to back
-    in one exclusive section. Each config is ranked by its device time (CUPTI kernel timestamps) where the
-    device basis ran, else by its event median; ``basis`` says which."""
-    unsupported = impl.unsupported_reason(shape, dtype)
-    if unsupported:
-        return {"implementation": impl.name, "status": "unsupported", "reason": unsupported, "configs": []}
+    inputs,
+    expected,
+    out,
+    max_configs: int | None,
+    compile_workers: int,
+) -> _Checked:
+    """Every config of one variant: pruned by the module's rule, compiled (``compile_workers`` threads, no
+    lock), then each checked against the reference (shared GPU lock)."""
     limits = runtime.device_limits()
-    device = runtime.device()
-    with gpus.shared("sweep inputs"):
-        inputs = spec.make_inputs(shape, dtype, device, seed)
-        try:
-            expected = correctness.reference_for(spec, inputs)
-        except correctness.ReferenceFailed as exc:  # no config can be checked, so none is timed
-            faults.after_failure()
-            return {
-                "implementation": impl.name,
-                "status": correctness.REFERENCE_ERROR,
-                "reason": f"not swept: {exc}, so no config could be checked",
-                "configs": [],
-                "best": None,
-                "traceback": traceback.format_exc(limit=6),
-            }
-        runtime.synchronize()
     tol = spec.tolerance(dtype)
     default = dict(impl.default_config(shape, dtype))
     records: list[dict[str, Any]] = []
@@ -124,7 +113,6 @@ def sweep_variant(
         reason = impl.prune(config, shape, dtype, limits) if impl.prune else None
         records.append({**rec, "status": "pruned", "reason": reason} if reason else rec)
     todo = [r for r in records if "status" not in r]
-    out = spec.make_output(inputs)
     with concurrent.futures.ThreadPoolExecutor(max(1, compile_workers)) as pool:
         built = list(pool.map(lambda r: _prepare_config(spec, impl, inputs, r["config"], out), todo))
     timed: list[tuple[dict[str, Any], Any]] = []
@@ -147,45 +135,150 @@ def sweep_variant(
             rec.update({"status": "wrong", "reason": check["failure"], "max_abs_err": check["max_abs_err"]})
             continue
         timed.append((rec, made["fn"]))
-    places = _placements(inputs, out, timed, settings, impl.name)
-    flush = timing.L2Flusher(settings.flush_l2)
-    with gpus.exclusive(f"sweep {impl.name}"):
-        if timed:  # the configs run back to back: the clock leaves idle once, on the first of them
-            timing.warm_clocks(timed[0][1], settings.clock_warmup_s)
-        for rec, fn in timed:
-            try:
-                with faults.bounded(f"{impl.name} {rec['key']}"):
-                    call = places.rotating(fn) if places is not None else fn
-                    rec.update(_time_config(call, settings, flush, rec["first_call_ms"] * 1e3))
-                    if places is not None and rec.get("basis") == "device":
-                        rec["placements"] = places.copies
-            except Exception as exc:  # noqa: BLE001 - recorded; the other configs still run
-                _failed(rec, exc)
-                continue
-            rec["status"] = "ok"
-    return {"implementation": impl.name, "status": "ok", **summarize(records, keep_default_within)}
+    return _Checked(impl, records, timed)
 
 
-def _placements(inputs, out, timed: list, settings: timing.TimingSettings, name: str) -> placement.Placements | None:
+def _time_checked(
+    checked: _Checked,
+    settings: timing.TimingSettings,
+    flush: timing.L2Flusher,
+    places: placement.Placements | None,
+) -> None:
+    """Time the correct configs of one variant back to back (inside the caller's exclusive section)."""
+    name = checked.impl.name
+    for rec, fn in checked.timed:
+        try:
+            with faults.bounded(f"{name} {rec['key']}"):
+                call = places.rotating(fn) if places is not None else fn
+                rec.update(_time_config(call, settings, flush, rec["first_call_ms"] * 1e3))
+                if places is not None and rec.get("basis") == "device":
+                    rec["placements"] = places.copies
+        except Exception as exc:  # noqa: BLE001 - recorded; the other configs still run
+            _failed(rec, exc)
+            continue
+        rec["status"] = "ok"
+
+
+def _placements(
+    inputs, out, checked: Sequence[_Checked], settings: timing.TimingSettings
+) -> placement.Placements | None:
     """Copies of the inputs and the output for every config's device-time calls to rotate over (as the timing
     stage's: kernelscope.placement), each config's closure called at every placement under the shared lock.
     A config that fails there is recorded as failed and not timed."""
-    if runtime.select_backend() != "cuda" or settings.placements <= 1 or not timed:
+    if runtime.select_backend() != "cuda" or settings.placements <= 1 or not any(c.timed for c in checked):
         return None
-    with gpus.shared(f"sweep placements {name}"):
+    with gpus.shared("sweep placements"):
         tensors = [t for t in inputs.values() if isinstance(t, torch.Tensor)] + [out]
         places = placement.for_case(tensors, settings.placements, settings.placement_bytes)
         if places is None:
             return None
-        for rec, fn in list(timed):
-            try:
-                with faults.bounded(f"{name} {rec['key']}"):
-                    places.warm(fn)
-            except Exception as exc:  # noqa: BLE001 - recorded; the other configs still run
-                _failed(rec, exc)
-                timed.remove((rec, fn))
+        for variant in checked:
+            for rec, fn in list(variant.timed):
+                try:
+                    with faults.bounded(f"{variant.impl.name} {rec['key']}"):
+                        places.warm(fn)
+                except Exception as exc:  # noqa: BLE001 - recorded; the other configs still run
+                    _failed(rec, exc)
+                    variant.timed.remove((rec, fn))
         runtime.synchronize()
     return places
+
+
+#: why a checked variant's configs have no time, in what the watchdog writes (kernelscope.faults)
+ABANDONED = "not timed: the job was ended by a hang that could not be interrupted before these configs were timed"
+
+
+def _not_timed(checked: _Checked, why: str) -> dict[str, Any]:
+    """A checked variant whose remaining configs were not timed; those already timed keep their times."""
+    records = [r if "status" in r else {**r, "status": "not_timed", "reason": why} for r in checked.records]
+    return {"implementation": checked.impl.name, "status": "not_timed", "reason": why, "configs": records, "best": None}
+
+
+def sweep_variants(
+    spec: KernelSpec,
+    impls: Sequence[Implementation],
+    shape: Shape,
+    dtype: torch.dtype,
+    settings: timing.TimingSettings,
+    max_configs: int | None = None,
+    seed: int = 0,
+    compile_workers: int = 1,
+    keep_default_within: float = 0.0,
+    done: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """Every config of every variant in ``impls`` on one case, in three phases: one set of inputs, one fp64
+    reference and one output for all of them (shared lock); each variant's configs compiled (no lock) and
+    checked against the reference (shared lock); then every correct config timed back to back in **one**
+    exclusive section for the whole case. Each GPU-lock acquisition costs the time the shared holders
+    already on the card take to leave (docs/timing-basis.md), so a section per variant cost that once per
+    variant. Each config is ranked by its device time (CUPTI kernel timestamps) where the device basis ran,
+    else by its event median; ``basis`` says which. ``done`` (returned) receives each variant's result as soon
+    as it is checked (its untimed configs marked ``ABANDONED``) and again once final, in ``impls`` order: what
+    a hang that cannot be interrupted leaves for the watchdog to write."""
+    done = [] if done is None else done
+    slots: list[dict[str, Any] | _Checked | None] = []
+    for impl in impls:
+        reason = impl.unsupported_reason(shape, dtype)
+        slots.append(
+            {"implementation": impl.name, "status": "unsupported", "reason": reason, "configs": []} if reason else None
+        )
+
+    def publish() -> None:  # the results so far, in order, up to the first variant not yet checked
+        done.clear()
+        for slot in slots:
+            if slot is None:
+                break
+            done.append(slot if isinstance(slot, dict) else _not_timed(slot, ABANDONED))
+
+    publish()
+    if all(isinstance(slot, dict) for slot in slots):
+        return done
+    with gpus.shared("sweep inputs"):
+        inputs = spec.make_inputs(shape, dtype, runtime.device(), seed)
+        try:
+            expected = correctness.reference_for(spec, inputs)
+        except correctness.ReferenceFailed as exc:  # no config can be checked, so none is timed
+            faults.after_failure()
+            failed = {
+                "status": correctness.REFERENCE_ERROR,
+                "reason": f"not swept: {exc}, so no config could be checked",
+                "configs": [],
+                "best": None,
+                "traceback": traceback.format_exc(limit=6),
+            }
+            slots = [s if isinstance(s, dict) else {"implementation": i.name, **failed} for s, i in zip(slots, impls)]
+            publish()
+            return done
+        runtime.synchronize()
+    out = spec.make_output(inputs)
+    for i, impl in enumerate(impls):
+        if slots[i] is None:
+            slots[i] = _check_variant(spec, impl, shape, dtype, inputs, expected, out, max_configs, compile_workers)
+            publish()
+    checked = [s for s in slots if isinstance(s, _Checked)]
+    places = _placements(inputs, out, checked, settings)
+    flush = timing.L2Flusher(settings.flush_l2)
+
+    def finish(variant: _Checked) -> None:
+        slots[slots.index(variant)] = {
+            "implementation": variant.impl.name,
+            "status": "ok",
+            **summarize(variant.records, keep_default_within),
+        }
+        publish()
+
+    to_time = [c for c in checked if c.timed]
+    for variant in checked:
+        if not variant.timed:  # nothing correct to time: final now
+            finish(variant)
+    if to_time:
+        with gpus.exclusive("sweep"):
+            # the configs run back to back: the clock leaves idle once, on the first of them
+            timing.warm_clocks(to_time[0].timed[0][1], settings.clock_warmup_s)
+            for variant in to_time:
+                _time_checked(variant, settings, flush, places)
+                finish(variant)
+    return done
 
 
 def sweep_case(
@@ -197,25 +290,24 @@ def sweep_case(
     compile_workers: int = 1,
     keep_default_within: float = 0.0,
 ) -> dict[str, Any]:
-    """Every Triton variant of one case (one job, so process start-up is paid once per case)."""
+    """Every Triton variant of one case (one job, so process start-up is paid once per case, and one
+    exclusive section, so the card is taken once)."""
     variants: list[dict[str, Any]] = []
     # CUPTI's first start in a process takes seconds: before any exclusive section (docs/timing-basis.md)
     timing.prepare_device_basis(lambda: gpus.shared("device basis"))
-    # if a hang cannot be interrupted, the job writes the variants swept so far (faults.bounded)
+    # if a hang cannot be interrupted, the job writes the variants as far as they got (faults.bounded)
     faults.on_abandon(lambda label: {"variants": list(variants), "compile_workers": compile_workers})
-    for impl in spec.triton_variants:
-        variants.append(
-            sweep_variant(
-                spec,
-                impl,
-                shape,
-                dtype,
-                settings,
-                max_configs,
-                compile_workers=compile_workers,
-                keep_default_within=keep_default_within,
-            )
-        )
+    sweep_variants(
+        spec,
+        spec.triton_variants,
+        shape,
+        dtype,
+        settings,
+        max_configs,
+        compile_workers=compile_workers,
+        keep_default_within=keep_default_within,
+        done=variants,
+    )
     return {"variants": variants, "compile_workers": compile_workers}
 
 

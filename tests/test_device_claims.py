@@ -18,6 +18,8 @@ ranking by device time (issue 21). Each test names the planted bug it caught whe
 - sweep_starts_the_profiler_before_taking_the_gpu: the sweep job's CUPTI start-up left to the first config's
   sampling, inside the exclusive section; the start-up under the shared lock; the delimiter's first run
   under no lock.
+- a_case_sweep_takes_the_card_once: an exclusive section (and a clock warm-up, inputs, a reference) per variant.
+- a_case_sweep_leaves_what_it_has_for_the_watchdog: checked variants published only once timed.
 """
 
 import contextlib
@@ -273,14 +275,14 @@ def _two_config_spec(dev: StandinDevice) -> tuple[KernelSpec, Implementation]:
 def test_sweep_ranks_by_device_time(standin_cuda: StandinDevice):
     spec, impl = _two_config_spec(standin_cuda)
     settings = sampling_settings(device_time_s=1e-4, device_min_samples=10, device_max_samples=10)
-    result = sweep.sweep_variant(spec, impl, SHAPE, torch.float32, settings)
+    result = sweep.sweep_variants(spec, [impl], SHAPE, torch.float32, settings)[0]
     by_key = {r["key"]: r for r in result["configs"]}
     assert by_key["c=a"]["median_us"] == pytest.approx(2.0) and by_key["c=a"]["basis"] == "device"
     assert by_key["c=b"]["median_us"] == pytest.approx(3.0) and "samples_us" not in by_key["c=b"]
     assert result["best"]["config"] == {"c": "a"}
     # with no CUPTI (the profiler fails to start), events rank the configs, and the record says so
     standin_cuda.profiler_error = RuntimeError("no CUPTI here")
-    result = sweep.sweep_variant(spec, impl, SHAPE, torch.float32, settings)
+    result = sweep.sweep_variants(spec, [impl], SHAPE, torch.float32, settings)[0]
     by_key = {r["key"]: r for r in result["configs"]}
     assert {r["basis"] for r in result["configs"]} == {"event"}
     assert "no CUPTI here" in by_key["c=a"]["device_failure"]
@@ -308,12 +310,12 @@ def test_sweep_ranks_by_time_over_placements(standin_cuda: StandinDevice):
     impl = dataclasses.replace(spec.implementations[0], prepare=prepare)
     spec = dataclasses.replace(spec, implementations=[impl, *spec.implementations[1:]])
     settings = sampling_settings(device_time_s=1e-4, device_min_samples=12, device_max_samples=12, placements=4)
-    result = sweep.sweep_variant(spec, impl, SHAPE, torch.float32, settings)
+    result = sweep.sweep_variants(spec, [impl], SHAPE, torch.float32, settings)[0]
     by_key = {r["key"]: r for r in result["configs"]}
     assert by_key["c=a"]["median_us"] == 4.0 and by_key["c=a"]["placements"] == 4
     assert sorted(by_key["c=a"]["device_samples_us"]) == [2.0] * 3 + [4.0] * 9
     assert result["best"]["config"] == {"c": "b"}
-    one = sweep.sweep_variant(spec, impl, SHAPE, torch.float32, dataclasses.replace(settings, placements=1))
+    one = sweep.sweep_variants(spec, [impl], SHAPE, torch.float32, dataclasses.replace(settings, placements=1))[0]
     assert one["best"]["config"] == {"c": "a"} and "placements" not in one["configs"][0]
 
 
@@ -346,6 +348,77 @@ def test_sweep_starts_the_profiler_before_taking_the_gpu(standin_cuda: StandinDe
     assert doc["variants"][0]["best"]["config"] == {"c": "a"}
     # CUPTI's start (no device work, no lock), the delimiter's first run (shared), then one per config
     assert sessions == [[], ["shared"], ["exclusive"], ["exclusive"]]
+
+
+def _two_variant_spec(dev: StandinDevice, calls: list[str]) -> KernelSpec:
+    """The two-config spec with a second Triton variant ("triton_y", the same two configs); ``calls`` gets a
+    line per input set and per fp64 reference made."""
+    spec, impl = _two_config_spec(dev)
+
+    def make_inputs(shape, dtype, device, seed):
+        calls.append("inputs")
+        return {"x": torch.ones(4, dtype=dtype)}
+
+    def reference(inputs):
+        calls.append("reference")
+        return inputs["x"]
+
+    return dataclasses.replace(
+        spec,
+        implementations=[impl, dataclasses.replace(impl, name="triton_y"), *spec.implementations[1:]],
+        make_inputs=make_inputs,
+        reference=reference,
+    )
+
+
+def test_a_case_sweep_takes_the_card_once(standin_cuda: StandinDevice, monkeypatch):
+    """Every variant of a case is checked first and then timed in one exclusive section, on one set of inputs
+    and one reference: each exclusive section waits for the shared holders already on the card to leave
+    (1.3 s median in the 6ae207e default run, docs/timing-basis.md), and the clock warms once. Planted: a section
+    per variant (two exclusive sections, two clock warm-ups, inputs and reference made per variant)."""
+    calls: list[str] = []
+    sections: list[str] = []
+    exclusive = sweep.gpus.exclusive
+
+    @contextlib.contextmanager
+    def tracked(what=""):
+        sections.append(what)
+        with exclusive(what):
+            yield
+
+    warm = sweep.timing.warm_clocks
+    monkeypatch.setattr(sweep.gpus, "exclusive", tracked)
+    monkeypatch.setattr(sweep.timing, "warm_clocks", lambda *a, **k: (calls.append("warm"), warm(*a, **k))[1])
+    settings = sampling_settings(device_time_s=1e-4, device_min_samples=10, device_max_samples=10)
+    doc = sweep.sweep_case(_two_variant_spec(standin_cuda, calls), SHAPE, torch.float32, settings)
+    assert [v["implementation"] for v in doc["variants"]] == ["triton_x", "triton_y"]
+    assert all(v["best"]["config"] == {"c": "a"} and v["counts"]["ok"] == 2 for v in doc["variants"])
+    assert sections == ["sweep"] and calls == ["inputs", "reference", "warm"]
+
+
+def test_a_case_sweep_leaves_what_it_has_for_the_watchdog(standin_cuda: StandinDevice, monkeypatch):
+    """While the second variant is being timed, what a hang would leave (``done``) holds the first variant's
+    final result and the second's checked configs, marked as not timed: nothing checked is lost. Planted:
+    variants published only once final (the second missing)."""
+    seen: list[list[dict]] = []
+    done: list[dict] = []
+    time_config = sweep._time_config
+
+    def spying(fn, settings, flush, first_call_us):
+        if len(seen) < 3:
+            seen.append(json.loads(json.dumps(done, default=str)))
+        return time_config(fn, settings, flush, first_call_us)
+
+    monkeypatch.setattr(sweep, "_time_config", spying)
+    spec = _two_variant_spec(standin_cuda, [])
+    settings = sampling_settings(device_time_s=1e-4, device_min_samples=10, device_max_samples=10)
+    sweep.sweep_variants(spec, spec.triton_variants, SHAPE, torch.float32, settings, done=done)
+    first, _, third = seen  # the first config of each variant, then the second variant's first
+    assert [(v["implementation"], v["status"]) for v in first] == [("triton_x", "not_timed"), ("triton_y", "not_timed")]
+    assert [(v["implementation"], v["status"]) for v in third] == [("triton_x", "ok"), ("triton_y", "not_timed")]
+    assert third[0]["best"]["config"] == {"c": "a"}
+    assert {c["status"] for c in third[1]["configs"]} == {"not_timed"} and third[1]["reason"] == sweep.ABANDONED
+    assert [(v["implementation"], v["status"]) for v in done] == [("triton_x", "ok"), ("triton_y", "ok")]
 
 
 def test_inductor_choices_name_each_kernels_config():
