@@ -27,7 +27,8 @@ Each test was seen to fail with one bug planted in the measuring code (then reve
 - time_case_aa_blocks: A1/A2 labels swapped; the A/A floor from A1 and the second record; A2 keeping
   ``prepare_ms``/``first_call_ms``; the implementations' declaration order instead of the primary first.
 - time_case_graph_for_short_records: ``>`` for ``<`` against ``graph_below_us``.
-- time_case_graph_for_all_when_one_is_launch_bound: the launch-bound pass over all records dropped.
+- time_case_graph_for_all_when_one_is_launch_bound: the launch-bound pass over all records dropped;
+  ``graph_calls`` launches per graph for every record, however long.
 - time_case_device_time_rotates_over_placements: the device-time closure not wrapped in the rotation
   (``prepared.fn`` measured); ``advance`` not advancing; the budget ignored (``copies_for`` returning
   ``copies``); the closures not warmed at every placement before the exclusive section.
@@ -303,6 +304,10 @@ def test_time_case_graph_for_all_when_one_is_launch_bound(standin_cuda: StandinD
     assert all(r["graph"]["status"] == "ok" for r in recs.values())
     assert recs[("triton_a", None)]["graph"]["median_us"] == 80.0
     assert recs[("torch_compile", None)]["graph"]["median_us"] == 60.0  # graph replay has no launch gaps
+    # a graph holds 20 launches of a record under 50 us, else about 20 x 50 us of its time
+    calls = {key: r["graph"]["calls_per_graph"] for key, r in recs.items()}
+    assert calls[("torch", "A1")] == 20 and calls[("triton_a", None)] == 12
+    assert calls[("torch_compile", None)] == max(1, min(20, int(1000 // recs[("torch_compile", None)]["median_us"])))
 
 
 def test_time_case_names_a_case_whose_reference_failed(standin_cuda: StandinDevice):
