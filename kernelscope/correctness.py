@@ -232,8 +232,12 @@ def check_implementation(
 def _compile_ahead(
     spec: KernelSpec, impl: Implementation, shape: Shape, dtype: torch.dtype, seed: int, config: Mapping[str, Any]
 ) -> None:
-    """Compile a Triton variant's kernels before its checks take the GPU lock (compiles launch nothing), so
-    the locked section holds GPU work only. Any failure is left to the checks themselves to record."""
+    """Compile a Triton closure's kernels (a variant's, or a negative control's) before its checks take the
+    GPU lock (compiles launch nothing), so the locked section holds GPU work only. Nothing to do for other
+    kinds, under the interpreter, or where the case is unsupported. Any failure is left to the checks
+    themselves to record."""
+    if impl.kind != "triton" or runtime.select_backend() != "cuda" or impl.unsupported_reason(shape, dtype):
+        return
     try:
         with gpus.shared(f"correctness inputs {impl.name}"):
             inputs = spec.make_inputs(shape, dtype, runtime.device(), seed)
@@ -267,13 +271,11 @@ def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequen
     faults.on_abandon(lambda label: {**doc(), "implementations": [*implementations, faults.abandoned_record(label)]})
     for impl in spec.implementations:
         config = impl.default_config(shape, dtype) if impl.kind == "triton" else {}
-        if impl.kind == "triton" and runtime.select_backend() == "cuda" and not impl.unsupported_reason(shape, dtype):
-            _compile_ahead(spec, impl, shape, dtype, seeds[0], config)
+        _compile_ahead(spec, impl, shape, dtype, seeds[0], config)
         with gpus.shared(f"correctness {impl.name}"):  # one implementation at a time: samplers get in between
             implementations.append(check_implementation(spec, impl, shape, dtype, seeds, config))
     for impl in spec.negative_controls:
-        if impl.kind == "triton" and runtime.select_backend() == "cuda" and not impl.unsupported_reason(shape, dtype):
-            _compile_ahead(spec, impl, shape, dtype, seeds[0], {})
+        _compile_ahead(spec, impl, shape, dtype, seeds[0], {})
         with gpus.shared(f"correctness {impl.name}"):
             rec = check_implementation(spec, impl, shape, dtype, seeds, {})
         rec["rejected"] = rec["status"] == "fail"

@@ -188,10 +188,27 @@ def _placements(
 ABANDONED = "not timed: the job was ended by a hang that could not be interrupted before these configs were timed"
 
 
-def _not_timed(checked: _Checked, why: str) -> dict[str, Any]:
-    """A checked variant whose remaining configs were not timed; those already timed keep their times."""
-    records = [r if "status" in r else {**r, "status": "not_timed", "reason": why} for r in checked.records]
-    return {"implementation": checked.impl.name, "status": "not_timed", "reason": why, "configs": records, "best": None}
+def results_so_far(slots: Sequence[dict[str, Any] | _Checked | None], keep_default_within: float) -> list[dict]:
+    """The variants' results, in order, up to the first variant not yet checked: a final one as it is, a checked
+    one summarized once every config has its fate, else with its untimed configs marked ``ABANDONED`` (those
+    already timed keep their times). What the sweep returns, and what a hang leaves for the watchdog to write."""
+    out = []
+    for slot in slots:
+        if slot is None:
+            break
+        if isinstance(slot, dict):
+            out.append(slot)
+        elif all("status" in r for r in slot.records):
+            out.append(
+                {"implementation": slot.impl.name, "status": "ok", **summarize(slot.records, keep_default_within)}
+            )
+        else:
+            records = [r if "status" in r else {**r, "status": "not_timed", "reason": ABANDONED} for r in slot.records]
+            name = slot.impl.name
+            out.append(
+                {"implementation": name, "status": "not_timed", "reason": ABANDONED, "configs": records, "best": None}
+            )
+    return out
 
 
 def sweep_variants(
@@ -204,7 +221,7 @@ def sweep_variants(
     seed: int = 0,
     compile_workers: int = 1,
     keep_default_within: float = 0.0,
-    done: list[dict[str, Any]] | None = None,
+    slots: list | None = None,
 ) -> list[dict[str, Any]]:
     """Every config of every variant in ``impls`` on one case, in three phases: one set of inputs, one fp64
     reference and one output for all of them (shared lock); each variant's configs compiled (no lock) and
@@ -212,27 +229,15 @@ def sweep_variants(
     exclusive section for the whole case. Each GPU-lock acquisition costs the time the shared holders
     already on the card take to leave (docs/timing-basis.md), so a section per variant cost that once per
     variant. Each config is ranked by its device time (CUPTI kernel timestamps) where the device basis ran,
-    else by its event median; ``basis`` says which. ``done`` (returned) receives each variant's result as soon
-    as it is checked (its untimed configs marked ``ABANDONED``) and again once final, in ``impls`` order: what
-    a hang that cannot be interrupted leaves for the watchdog to write."""
-    done = [] if done is None else done
-    slots: list[dict[str, Any] | _Checked | None] = []
-    for impl in impls:
-        reason = impl.unsupported_reason(shape, dtype)
-        slots.append(
-            {"implementation": impl.name, "status": "unsupported", "reason": reason, "configs": []} if reason else None
-        )
-
-    def publish() -> None:  # the results so far, in order, up to the first variant not yet checked
-        done.clear()
-        for slot in slots:
-            if slot is None:
-                break
-            done.append(slot if isinstance(slot, dict) else _not_timed(slot, ABANDONED))
-
-    publish()
+    else by its event median; ``basis`` says which. ``slots`` (filled in place, one per variant) is the state
+    that :func:`results_so_far` reads, for the watchdog."""
+    slots = [] if slots is None else slots
+    slots[:] = [
+        {"implementation": i.name, "status": "unsupported", "reason": r, "configs": []} if r else None
+        for i, r in ((i, i.unsupported_reason(shape, dtype)) for i in impls)
+    ]
     if all(isinstance(slot, dict) for slot in slots):
-        return done
+        return results_so_far(slots, keep_default_within)
     with gpus.shared("sweep inputs"):
         inputs = spec.make_inputs(shape, dtype, runtime.device(), seed)
         try:
@@ -246,39 +251,26 @@ def sweep_variants(
                 "best": None,
                 "traceback": traceback.format_exc(limit=6),
             }
-            slots = [s if isinstance(s, dict) else {"implementation": i.name, **failed} for s, i in zip(slots, impls)]
-            publish()
-            return done
+            slots[:] = [
+                s if isinstance(s, dict) else {"implementation": i.name, **failed} for s, i in zip(slots, impls)
+            ]
+            return results_so_far(slots, keep_default_within)
         runtime.synchronize()
     out = spec.make_output(inputs)
     for i, impl in enumerate(impls):
         if slots[i] is None:
             slots[i] = _check_variant(spec, impl, shape, dtype, inputs, expected, out, max_configs, compile_workers)
-            publish()
     checked = [s for s in slots if isinstance(s, _Checked)]
     places = _placements(inputs, out, checked, settings)
     flush = timing.L2Flusher(settings.flush_l2)
-
-    def finish(variant: _Checked) -> None:
-        slots[slots.index(variant)] = {
-            "implementation": variant.impl.name,
-            "status": "ok",
-            **summarize(variant.records, keep_default_within),
-        }
-        publish()
-
     to_time = [c for c in checked if c.timed]
-    for variant in checked:
-        if not variant.timed:  # nothing correct to time: final now
-            finish(variant)
     if to_time:
         with gpus.exclusive("sweep"):
             # the configs run back to back: the clock leaves idle once, on the first of them
             timing.warm_clocks(to_time[0].timed[0][1], settings.clock_warmup_s)
             for variant in to_time:
                 _time_checked(variant, settings, flush, places)
-                finish(variant)
-    return done
+    return results_so_far(slots, keep_default_within)
 
 
 def sweep_case(
@@ -292,12 +284,14 @@ def sweep_case(
 ) -> dict[str, Any]:
     """Every Triton variant of one case (one job, so process start-up is paid once per case, and one
     exclusive section, so the card is taken once)."""
-    variants: list[dict[str, Any]] = []
+    slots: list = []
     # CUPTI's first start in a process takes seconds: before any exclusive section (docs/timing-basis.md)
     timing.prepare_device_basis(lambda: gpus.shared("device basis"))
     # if a hang cannot be interrupted, the job writes the variants as far as they got (faults.bounded)
-    faults.on_abandon(lambda label: {"variants": list(variants), "compile_workers": compile_workers})
-    sweep_variants(
+    faults.on_abandon(
+        lambda label: {"variants": results_so_far(slots, keep_default_within), "compile_workers": compile_workers}
+    )
+    variants = sweep_variants(
         spec,
         spec.triton_variants,
         shape,
@@ -306,7 +300,7 @@ def sweep_case(
         max_configs,
         compile_workers=compile_workers,
         keep_default_within=keep_default_within,
-        done=variants,
+        slots=slots,
     )
     return {"variants": variants, "compile_workers": compile_workers}
 

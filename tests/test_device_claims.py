@@ -19,7 +19,8 @@ ranking by device time (issue 21). Each test names the planted bug it caught whe
   sampling, inside the exclusive section; the start-up under the shared lock; the delimiter's first run
   under no lock.
 - a_case_sweep_takes_the_card_once: an exclusive section (and a clock warm-up, inputs, a reference) per variant.
-- a_case_sweep_leaves_what_it_has_for_the_watchdog: checked variants published only once timed.
+- a_case_sweep_leaves_what_it_has_for_the_watchdog: checked variants left out until final; a timed variant
+  left "not_timed" until the sweep returns.
 """
 
 import contextlib
@@ -397,28 +398,28 @@ def test_a_case_sweep_takes_the_card_once(standin_cuda: StandinDevice, monkeypat
 
 
 def test_a_case_sweep_leaves_what_it_has_for_the_watchdog(standin_cuda: StandinDevice, monkeypatch):
-    """While the second variant is being timed, what a hang would leave (``done``) holds the first variant's
-    final result and the second's checked configs, marked as not timed: nothing checked is lost. Planted:
-    variants published only once final (the second missing)."""
+    """While the second variant is being timed, what a hang would leave (``results_so_far``) holds the first
+    variant's final result and the second's checked configs, marked as not timed: nothing checked is lost.
+    Planted: checked variants left out until final; a timed variant left "not_timed" until the sweep returns."""
     seen: list[list[dict]] = []
-    done: list[dict] = []
+    slots: list = []
     time_config = sweep._time_config
 
     def spying(fn, settings, flush, first_call_us):
         if len(seen) < 3:
-            seen.append(json.loads(json.dumps(done, default=str)))
+            seen.append(json.loads(json.dumps(sweep.results_so_far(slots, 0.0), default=str)))
         return time_config(fn, settings, flush, first_call_us)
 
     monkeypatch.setattr(sweep, "_time_config", spying)
     spec = _two_variant_spec(standin_cuda, [])
     settings = sampling_settings(device_time_s=1e-4, device_min_samples=10, device_max_samples=10)
-    sweep.sweep_variants(spec, spec.triton_variants, SHAPE, torch.float32, settings, done=done)
+    final = sweep.sweep_variants(spec, spec.triton_variants, SHAPE, torch.float32, settings, slots=slots)
     first, _, third = seen  # the first config of each variant, then the second variant's first
     assert [(v["implementation"], v["status"]) for v in first] == [("triton_x", "not_timed"), ("triton_y", "not_timed")]
     assert [(v["implementation"], v["status"]) for v in third] == [("triton_x", "ok"), ("triton_y", "not_timed")]
     assert third[0]["best"]["config"] == {"c": "a"}
     assert {c["status"] for c in third[1]["configs"]} == {"not_timed"} and third[1]["reason"] == sweep.ABANDONED
-    assert [(v["implementation"], v["status"]) for v in done] == [("triton_x", "ok"), ("triton_y", "ok")]
+    assert [(v["implementation"], v["status"]) for v in final] == [("triton_x", "ok"), ("triton_y", "ok")]
 
 
 def test_inductor_choices_name_each_kernels_config():
