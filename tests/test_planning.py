@@ -73,8 +73,8 @@ def test_selected_implementations_reach_the_specs():
 
 def test_sweep_tie_margin_reaches_the_specs_from_the_schema():
     """The tie margin's default is written once, in the config schema; a config's own value replaces it."""
-    assert SCHEMA["properties"]["sweep"]["properties"]["keep_default_within"]["default"] == 0.02
-    assert cases.specs(config(), CPU)["sweep"]["keep_default_within"] == 0.02
+    assert SCHEMA["properties"]["sweep"]["properties"]["keep_default_within"]["default"] == 0.03
+    assert cases.specs(config(), CPU)["sweep"]["keep_default_within"] == 0.03
     mine = config(sweep={**BASE["sweep"], "keep_default_within": 0.0})
     assert cases.specs(mine, CPU)["sweep"]["keep_default_within"] == 0.0
 
