@@ -420,6 +420,25 @@ def ncu_absent(specs: dict[str, Any]) -> str:
     return "stage not enabled (config ncu: true)"
 
 
+def two_mode_records(data: dict[str, Any]) -> list[str]:
+    """Each timed implementation's device-time and sustained-load sample sets that fall in two modes
+    (``stats.two_modes``), named with both modes' medians; the A/A repeat block is left out."""
+    out = []
+    for case in data["cases"]:
+        for rec in (case.get("timing") or {}).get("implementations", []):
+            if rec.get("status") != "ok" or rec.get("block") == "A2":
+                continue
+            for basis in ("device", "sustained"):
+                samples = (rec.get(basis) or {}).get("samples_us") or []
+                if modes := stats.two_modes(samples):
+                    out.append(
+                        f"{case['kernel']} {case['shape']} {case['dtype']} {rec['implementation']} "
+                        f"({'device time' if basis == 'device' else 'sustained load'}: {modes['low_us']:.1f} and "
+                        f"{modes['high_us']:.1f} µs, {modes['upper']} of {modes['n']} samples in the slower mode)"
+                    )
+    return out
+
+
 def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]]:
     """What a run's data supports and what it refuses, from its records (``rundata.collect``) and tables
     (``rundata.tables``): the claim list, and every refusal with its reason and topic (``verdicts.Topic``).
@@ -520,6 +539,14 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
                 f"tables/samples.csv.gz.",
                 Topic.CLOCKS,
             )
+    split = [] if interpreter else two_mode_records(data)
+    if split:
+        refuse(
+            f"A single time for {len(split)} sample set{'s' if len(split) > 1 else ''} whose samples fall in two "
+            f"modes; the median describes the mode that held more samples, and a rerun can land in the other: "
+            f"{'; '.join(split)}.",
+            Topic.CLOCKS,
+        )
     counters = [c for c in data["cases"] if (c.get("ncu") or {}).get("ran")]
     if len(counters) < len(data["cases"]):
         reasons = sorted(

@@ -405,3 +405,20 @@ def test_refusals_are_ordered_by_topic(monkeypatch):
     assert all(s.topic == Topic.OTHER for s in ordered[2:])
     mixed = [Statement("b", Topic.OTHER), "c", Statement("a", Topic.INTERPRETER), Statement("d", Topic.OTHER)]
     assert topic_order(mixed) == ["a", "b", "c", "d"]
+
+
+def test_two_mode_samples_reach_does_not_support(monkeypatch):
+    """The refusal is made from the cases' records (a GPU run), under the clocks topic, and not for an
+    interpreter run."""
+    _fingerprint(monkeypatch)
+    data, tbl = _statement_inputs([True])
+    samples = [1384.0 + 0.1 * i for i in range(39)] + [1527.0 + 0.1 * i for i in range(29)]
+    data["cases"][0]["timing"]["implementations"] = [
+        {"implementation": "t", "status": "ok", "sustained": {"samples_us": samples}}
+    ]
+    (said,) = [s for s in claims.statements(data, tbl)["does_not_support"] if "two modes" in s]
+    assert said.startswith("A single time for 1 sample set whose samples fall in two modes;")
+    assert said.topic == Topic.CLOCKS
+    assert "k S0 float16 t (sustained load: 1385.9 and 1528.4 µs, 29 of 68 samples in the slower mode)" in said
+    data["specs"]["interpreter"] = True
+    assert not [s for s in claims.statements(data, tbl)["does_not_support"] if "two modes" in s]

@@ -289,3 +289,43 @@ def test_claim_sentences_name_the_tuned_launch_config():
     (claim,) = claims.case_claims(doc, gate)
     assert claim["verdict"] == claims.FASTER
     assert claims.sentence(claim).startswith("triton_row [num_warps=4] is faster than torch")
+
+
+def test_two_modes_finds_a_regime_shift_and_not_a_tail():
+    """The power-capped shape seen on the H200 (docs/timing-basis.md, "Samples in two modes"): 39 samples near
+    1384 µs, then 29 near 1527 µs, is two modes with both medians; a skewed unimodal set, a 5 % tail of
+    outliers and a set of fewer than 10 samples are not."""
+    rng = np.random.default_rng(3)
+    shift = np.r_[rng.normal(1384.0, 4.0, 39), rng.normal(1527.0, 5.0, 29)]
+    modes = stats.two_modes(shift)
+    assert modes["upper"] == 29 and modes["n"] == 68
+    assert modes["low_us"] == pytest.approx(1384.0, abs=3) and modes["high_us"] == pytest.approx(1527.0, abs=3)
+    assert stats.two_modes(rng.lognormal(np.log(10.0), 0.05, 200)) is None  # skewed, one mode
+    assert stats.two_modes(np.r_[rng.normal(10.0, 0.05, 190), rng.normal(14.0, 0.05, 10)]) is None  # a 5 % tail
+    assert stats.two_modes(np.r_[rng.normal(10.0, 0.05, 180), rng.normal(14.0, 0.05, 20)])["upper"] == 20
+    assert stats.two_modes([1.0, 1.0, 1.0, 2.0, 2.0, 2.0]) is None  # too few to say
+    close = np.r_[rng.normal(100.0, 0.05, 50), rng.normal(103.0, 0.05, 50)]  # tight, but 3 % apart: under 5 %
+    assert stats.two_modes(close) is None
+    wide = np.r_[np.linspace(50.0, 150.0, 60), np.linspace(160.0, 260.0, 40)]  # a 10 µs gap in a 100 µs spread
+    assert stats.two_modes(wide) is None
+
+
+def test_a_two_mode_sample_set_is_refused_a_single_time():
+    """A device-time sample set in two modes is named in does-not-support with both modes; the same set in the
+    A/A repeat block, a unimodal set and an interpreter run's are not."""
+    rng = np.random.default_rng(5)
+    split = list(np.r_[rng.normal(1384.0, 4.0, 39), rng.normal(1527.0, 5.0, 29)])
+    one = list(rng.normal(1384.0, 4.0, 68))
+
+    def case(records):
+        return {"kernel": "matmul", "shape": "M8192", "dtype": "bfloat16", "timing": {"implementations": records}}
+
+    recs = [
+        {"implementation": "triton_persistent", "status": "ok", "device": {"samples_us": split}},
+        {"implementation": "torch", "status": "ok", "block": "A2", "device": {"samples_us": split}},
+        {"implementation": "torch", "status": "ok", "block": "A1", "device": {"samples_us": one}},
+    ]
+    (named,) = claims.two_mode_records({"cases": [case(recs)]})
+    assert named.startswith("matmul M8192 bfloat16 triton_persistent (device time: ")
+    assert "29 of 68 samples in the slower mode" in named
+    assert claims.two_mode_records({"cases": [case(recs[1:])]}) == []
