@@ -78,23 +78,28 @@ TWO_MODES_MIN_GAP = 0.05
 TWO_MODES_SEPARATION = 3.0
 
 
-def two_modes(samples: Sequence[float]) -> dict[str, Any] | None:
+def two_modes(
+    samples: Sequence[float],
+    min_share: float = TWO_MODES_MIN_SHARE,
+    min_gap: float = TWO_MODES_MIN_GAP,
+    separation: float = TWO_MODES_SEPARATION,
+) -> dict[str, Any] | None:
     """Whether the samples fall in two separate modes, so that their median describes whichever mode held
     more of them (a card whose power-capped clock moved during the samples, for one). The sorted samples are
-    split at their largest gap that leaves at least ``TWO_MODES_MIN_SHARE`` of them on each side; that is two
-    modes where the gap is at least ``TWO_MODES_MIN_GAP`` of the median and ``TWO_MODES_SEPARATION`` times the
-    larger interquartile range of the two sides. Returns the two modes' medians and the upper mode's size, or
+    split at their largest gap that leaves at least ``min_share`` of them on each side; that is two modes where
+    the gap is at least ``min_gap`` of the median and ``separation`` times the larger interquartile range of
+    the two sides. Returns the two modes' medians and the upper mode's size, or
     None (fewer than 10 samples, one mode, or a tail). The thresholds and what they find in the published H200
     runs: docs/timing-basis.md, "Samples in two modes"."""
     x = np.sort(np.asarray(samples, dtype=float))
     n = len(x)
-    lo = max(1, math.ceil(TWO_MODES_MIN_SHARE * n))
+    lo = max(1, math.ceil(min_share * n))
     if n < 10 or n - lo < lo:
         return None
     i = int(np.argmax(np.diff(x)[lo - 1 : n - lo])) + lo
     gap = float(x[i] - x[i - 1])
     iqr = max(float(np.subtract(*np.percentile(part, [75, 25]))) for part in (x[:i], x[i:]))
-    if gap < TWO_MODES_MIN_GAP * float(np.median(x)) or gap < TWO_MODES_SEPARATION * iqr:
+    if gap < min_gap * float(np.median(x)) or gap < separation * iqr:
         return None
     return {"low_us": float(np.median(x[:i])), "high_us": float(np.median(x[i:])), "upper": n - i, "n": n}
 

@@ -27,19 +27,19 @@ import numpy as np
 STAGES = ("correctness", "sweep", "timing", "profile", "ncu")
 
 
-def sections(results: Path) -> tuple[list[tuple[float, float, str, str, str]], float, float]:
-    out, starts, ends = [], [], []
+def sections(results: Path) -> tuple[list[tuple[float, float, str, str, str]], list[tuple[float, float]]]:
+    """The lock sections (start, end, mode, stage, what) and the jobs' (start, end)."""
+    out, jobs = [], []
     docs = [(st, p) for st in STAGES for p in sorted((results / st).glob("*/*/*.json"))]
     docs += [("calibration", results / "calibration.json")] if (results / "calibration.json").is_file() else []
     for stage, path in docs:
         doc = json.loads(path.read_text())
         if doc.get("job_started_at"):
-            starts.append(doc["job_started_at"])
-            ends.append(doc["job_ended_at"])
+            jobs.append((doc["job_started_at"], doc["job_ended_at"]))
         for s in (doc.get("gpu") or {}).get("sections", []):
             what = " ".join(s.get("what", "").split()[:2]) if stage == "sweep" else s.get("what", "")
             out.append((s["start"], s["end"], s["mode"], stage, what))
-    return out, min(starts), max(ends)
+    return out, jobs
 
 
 def main() -> None:
@@ -47,7 +47,8 @@ def main() -> None:
     ap.add_argument("results", type=Path)
     ap.add_argument("--top", type=int, default=12, help="shared-section kinds to list")
     args = ap.parse_args()
-    secs, t0, t1 = sections(args.results)
+    secs, jobs = sections(args.results)
+    t0, t1 = min(s for s, _ in jobs), max(e for _, e in jobs)
     dt = 0.01
     grid = np.arange(t0, t1, dt)
     exclusive = np.zeros(grid.shape, bool)
@@ -62,6 +63,11 @@ def main() -> None:
     print(f"wall (first job start to last job end): {t1 - t0:.0f} s")
     print(f"held exclusively: {exclusive.sum() * dt:.0f} s; held shared only: {held_shared.sum() * dt:.0f} s; ")
     print(f"held by nobody: {(~exclusive & (shared == 0)).sum() * dt:.0f} s")
+    jobs.sort()
+    end, idle = jobs[0][1], 0.0  # the longest stretch with no job running: a resumed run's gap between calls
+    for start, stop in jobs[1:]:
+        idle, end = max(idle, start - end), max(end, stop)
+    print(f"longest stretch with no job running: {idle:.0f} s")
     print(f"mean shared holders while held shared only: {shared[held_shared].mean():.2f}")
     ex = sorted((s, e, st) for s, e, m, st, _ in secs if m == "exclusive")
     gaps = [b[0] - a[1] for a, b in zip(ex, ex[1:])]

@@ -29,8 +29,6 @@ def main() -> None:
     ap.add_argument("--min-gap", type=float, default=stats.TWO_MODES_MIN_GAP)
     ap.add_argument("--separation", type=float, default=stats.TWO_MODES_SEPARATION)
     args = ap.parse_args()
-    stats.TWO_MODES_MIN_SHARE, stats.TWO_MODES_MIN_GAP = args.min_share, args.min_gap
-    stats.TWO_MODES_SEPARATION = args.separation
     counts: dict[str, int] = {}
     for path in sorted(args.run.glob("timing/*/*/*.json")):
         doc = json.loads(path.read_text())
@@ -42,7 +40,7 @@ def main() -> None:
                 if not samples:
                     continue
                 counts[basis] = counts.get(basis, 0) + 1
-                modes = stats.two_modes(samples)
+                modes = stats.two_modes(samples, args.min_share, args.min_gap, args.separation)
                 if not modes:
                     continue
                 block = f" {rec['block']}" if rec.get("block") else ""
