@@ -6,7 +6,8 @@
 #   scripts/gpu-container.sh OUT LIMIT_S LABEL [CORES]
 #
 # Before: the parts of .container-bundle/ (scripts/gpu-container-bundle.sh makes them on a machine with apt)
-# carried over consecutive device calls. Then, in order, each step logged to OUT/gpu-container.log:
+# carried over consecutive device calls. Then, in order, each step logged to
+# OUT/gpu-container.log (kept in $KS_CONTAINER_WORK between calls, as the record gpu-container.json is):
 #   1. join the parts and check their sha256; unpack the .debs (Debian sid's Apptainer 1.4.5, squashfs-tools,
 #      squashfuse, libfuse3-4, ...) into / without replacing any file already there; check with ldd that no
 #      library is missing; install the Snakemake wheels into /tmp/site, as gpu-session.sh does;
@@ -36,11 +37,11 @@ work=${KS_CONTAINER_WORK:-/var/tmp/kernelscope-gpu-container}
 bundle=$root/.container-bundle
 image=$work/kernelscope-host.sif
 steps=${KS_STEPS:-install,image,check,run}
-record=$out/gpu-container.json
+record=$work/gpu-container.json  # kept beside the image, so a later call on the same machine adds to it
 mkdir -p "$out" "$work"
-exec > >(tee -a "$out/gpu-container.log") 2>&1
+exec > >(tee -a "$work/gpu-container.log") 2>&1
 log() { printf '[gpu-container %s +%ss] %s\n' "$(date -u +%H:%M:%S)" "$SECONDS" "$*"; }
-die() { log "FAILED: $*"; exit 1; }
+die() { log "FAILED: $*"; cp "$record" "$work/gpu-container.log" "$out/" 2>/dev/null; exit 1; }
 want() { [[ ,$steps, == *,$1,* ]]; }
 note() { python3 - "$record" "$@" <<'PY'  # note KEY VALUE: one entry of the run's container record
 import json, sys
@@ -274,6 +275,7 @@ want install && install
 if want image; then build_image; elif want root; then assemble && definition; fi  # root: assemble only (a dry run)
 want check && check_image
 want run && run_workflow
+cp "$record" "$work/gpu-container.log" "$out/" 2>/dev/null
 tar czf "$out/$label.tar.gz" "results/$label" "reports/$label" "logs/$label" -C "$out" gpu-container.json \
     gpu-container.log 2>/dev/null
 log "packed $out/$label.tar.gz"
