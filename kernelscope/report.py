@@ -95,8 +95,16 @@ def _job_cost_section(data: dict[str, Any]) -> dict[str, Any] | None:
     return {"title": "Run cost", "blocks": blocks}
 
 
-#: the image identity fields an environment record can carry (shown on the first page too)
-IMAGE_KEYS = ("image_sha256", "image_reference", "image_digest", "base_image", "lock_sha256")
+#: the image identity fields an environment record can carry, with their row names (shown on the first page
+#: too). The base image and the lock are this checkout's recipe's (kernelscope.container.identity): what a
+#: pre-built image should have been built from, not a record of what it was built from.
+IMAGE_KEYS = {
+    "image_sha256": "image sha256",
+    "image_reference": "image reference",
+    "image_digest": "image digest",
+    "base_image": "base image (this checkout's recipe)",
+    "lock_sha256": "lock sha256 (this checkout's)",
+}
 
 
 def _environment_pairs(data: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -140,9 +148,9 @@ def _environment_pairs(data: dict[str, Any]) -> list[tuple[str, Any]]:
             ),
         ),
     ]
-    for key in IMAGE_KEYS:
+    for key, label in IMAGE_KEYS.items():
         if env.get(key) or cont.get(key):
-            pairs.append((key.replace("_", " "), env.get(key) or cont.get(key)))
+            pairs.append((label, env.get(key) or cont.get(key)))
     # Whether the image was the lock's (kernelscope.container.versus_lock, recorded inside the image)
     if cont.get("containerized") and "lock_image" in cont:
         verdict = "yes" if cont["lock_image"] else "NO, not the lock's image: " + "; ".join(cont["differences"])
@@ -957,7 +965,7 @@ def documents(data: dict[str, Any], tbl: dict[str, pd.DataFrame], out: Path) -> 
             answer,
             firstpage.targets_summary(target_df),
             firstpage.supports_section(verdict["supports"], refusals, tbl["claims"]),
-            firstpage.environment_brief(_environment_pairs(data), tuple(k.replace("_", " ") for k in IMAGE_KEYS)),
+            firstpage.environment_brief(_environment_pairs(data), tuple(IMAGE_KEYS.values())),
             firstpage.kernels_section({k: sum(1 for c in data["cases"] if c["kernel"] == k) for k in kernels}),
         )
         if s

@@ -136,6 +136,14 @@ assemble() {
         dirname "$ncu" > "$work/ncu-dir"
         # the directory PATH names and the one the binary resolves to (a link may point elsewhere)
         take_into_root "$(dirname "$ncu")" "$(dirname "$(readlink -f "$ncu")")"
+        # CUDA's bin/ncu is a wrapper that runs the newest Nsight Compute it finds under its toolkit
+        # (<cuda>/nsight-compute-*) or /opt/nvidia/nsight-compute: on the second GPU run the image held the
+        # wrapper but not the tool ("nsight-compute directory is not found"), so those go in too, as their
+        # links resolve
+        local tool
+        for tool in "$(dirname "$(readlink -f "$ncu")")"/../nsight-compute* /opt/nvidia/nsight-compute; do
+            [[ -e $tool ]] && take_into_root "$tool" "$(readlink -f "$tool")"
+        done
         note ncu "\"$(dirname "$ncu")\""
     else
         log "no ncu on PATH: the ncu stage will fail inside the image"
