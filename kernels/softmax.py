@@ -10,8 +10,11 @@ Variants:
 
 * ``triton_row`` — the teaching kernel: one program per row, ``BLOCK_SIZE = next_power_of_2(N)`` (with
   ``aligned=1`` the body's block, ``heuristics.body_block``: 2048 for N = 2049, not 4096).
-  Only the number of warps is a tuning choice; the seed's heuristic (8 warps from a 2048-wide block,
-  else 4) is the default config.
+  The tuning choices are the number of warps and ``rows``: with ``rows`` = R > 1 (plain rows only, not
+  ``aligned=1``) a program holds R consecutive rows as one [R, BLOCK_SIZE] block, reducing along axis 1, and
+  the grid is ``cdiv(M, R)``. The seed's heuristic (8 warps from a 2048-wide block, else 4) is the default
+  config, except on rows that move under 2 KB and do not split: there the default takes enough rows that a
+  program moves 2 KB (``_row_default``).
 * ``triton_persistent`` — the same whole-row block, but a grid of only ``num_sms * programs_per_sm``
   programs, each looping over rows ``pid, pid + grid, ...`` (seed 000's "persistent kernel"). It should
   help when there are many short rows: launching and scheduling one tiny program per row then costs as
@@ -48,9 +51,11 @@ Variants:
   cost more than the third of the traffic it saves, so it is the measured alternative to
   ``triton_online``, run on rows of N >= SPLIT_MIN_N (how it fared on the H200: docs/kernel-notes.md).
 
-Negative controls: ``naive_no_max`` (no max subtraction: exp overflows on large logits) and
+Negative controls: ``naive_no_max`` (no max subtraction: exp overflows on large logits),
+``aligned_no_tail`` (``triton_row`` at ``aligned=1`` without the tail after the aligned body),
 ``online_no_rescale`` (``triton_online`` that forgets to rescale the running sum when the max grows:
-blocks read before the max overcount by ``exp(m_new - m_old)``).
+blocks read before the max overcount by ``exp(m_new - m_old)``) and ``rows_reduce_axis0`` (``triton_row``
+with several rows a program whose max and sum run over axis 0, across the program's rows, not along each).
 
 Measured numbers behind the defaults and bounds here are in docs/kernel-notes.md.
 """
@@ -69,9 +74,12 @@ from kernelscope.heuristics import (
     body_block,
     check_split,
     idle_warps,
+    idle_warps_rows,
     no_tail_control,
     row_spills,
     row_split,
+    rows_per_program,
+    rows_unsupported,
     split_unsupported,
     vec_elements,
     whole_row_unsupported,
@@ -140,9 +148,45 @@ def _softmax_whole_row_aligned(
 
 
 @triton.jit
+def _softmax_rows(
+    out_ptr,
+    in_ptr,
+    first_row,
+    n_rows,
+    n_cols,
+    in_row_stride,
+    out_row_stride,
+    ROWS: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    REDUCE_AXIS: tl.constexpr,
+):
+    """Softmax of rows ``first_row .. first_row + ROWS - 1`` held as one [ROWS, BLOCK_SIZE] block, each row
+    reduced on its own (axis 1). The last program's rows past ``n_rows`` (where ROWS does not divide it) are
+    masked out of the load and the store: they lie outside both tensors. Row offsets are int64, since
+    ``row * stride`` passes 2^31 elements on multi-GB inputs. ``REDUCE_AXIS`` is 0 only in the negative control
+    ``rows_reduce_axis0``, which normalises each column across the program's rows instead."""
+    rows = first_row + tl.arange(0, ROWS).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    x = tl.load(in_ptr + rows[:, None] * in_row_stride + cols[None, :], mask=mask, other=-float("inf"))
+    x = x.to(tl.float32)
+    if REDUCE_AXIS == 1:
+        x = x - tl.max(x, axis=1)[:, None]
+        numerators = tl.exp(x)
+        y = numerators / tl.sum(numerators, axis=1)[:, None]
+    else:
+        x = x - tl.max(x, axis=0)[None, :]
+        numerators = tl.exp(x)
+        y = numerators / tl.sum(numerators, axis=0)[None, :]
+    out_offsets = rows[:, None] * out_row_stride + cols[None, :]
+    tl.store(out_ptr + out_offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _row_softmax_kernel(
     out_ptr,
     in_ptr,
+    n_rows,
     n_cols,
     in_row_stride,
     out_row_stride,
@@ -150,12 +194,21 @@ def _row_softmax_kernel(
     ALIGNED: tl.constexpr,
     VEC: tl.constexpr,
     KEEP_TAIL: tl.constexpr = True,
+    ROWS: tl.constexpr = 1,
+    REDUCE_AXIS: tl.constexpr = 1,
 ):
-    """One program computes one row. ``in_ptr``/``out_ptr``: [n_rows, n_cols], unit column stride; with
-    ``ALIGNED`` every input row and its output row lie at the same offset from a 16-byte boundary."""
-    row = tl.program_id(0).to(tl.int64)
-    out_row, in_row = out_ptr + row * out_row_stride, in_ptr + row * in_row_stride
-    _softmax_one_row(out_row, in_row, n_cols, BLOCK_SIZE, ALIGNED, VEC, KEEP_TAIL)
+    """One program computes ``ROWS`` consecutive rows (one by default). ``in_ptr``/``out_ptr``: [n_rows, n_cols],
+    unit column stride; with ``ALIGNED`` (one row a program only) every input row and its output row lie at the
+    same offset from a 16-byte boundary."""
+    if ROWS == 1:
+        row = tl.program_id(0).to(tl.int64)
+        out_row, in_row = out_ptr + row * out_row_stride, in_ptr + row * in_row_stride
+        _softmax_one_row(out_row, in_row, n_cols, BLOCK_SIZE, ALIGNED, VEC, KEEP_TAIL)
+    else:
+        first_row = tl.program_id(0).to(tl.int64) * ROWS
+        _softmax_rows(
+            out_ptr, in_ptr, first_row, n_rows, n_cols, in_row_stride, out_row_stride, ROWS, BLOCK_SIZE, REDUCE_AXIS
+        )
 
 
 def _check_rows(x: torch.Tensor, out: torch.Tensor) -> None:
@@ -167,19 +220,26 @@ def _check_rows(x: torch.Tensor, out: torch.Tensor) -> None:
         raise ValueError(f"output must match the input's shape {tuple(x.shape)} with unit column stride")
 
 
-def _prepare_row(inputs: Inputs, out: torch.Tensor, config, keep_tail: bool = True) -> callable:
+def _prepare_row(inputs: Inputs, out: torch.Tensor, config, keep_tail: bool = True, reduce_axis: int = 1) -> callable:
+    """``keep_tail=False`` and ``reduce_axis=0`` only for the negative controls ``aligned_no_tail`` and
+    ``rows_reduce_axis0``."""
     x = inputs["x"]
     _check_rows(x, out)
     n_rows, n_cols = x.shape
     num_warps = int(config["num_warps"])
+    rows = int(config.get("rows", 1))  # configs from before the key, recorded runs included, ran one row a program
     aligned = _aligned(x, out, config)
+    if aligned and rows > 1:
+        raise ValueError(f"rows={rows} needs aligned=0: the split at 16-byte boundaries serves one row a program")
     vec = vec_elements(x.element_size())
     block = body_block(n_cols, vec) if aligned else triton.next_power_of_2(n_cols)
+    grid = (triton.cdiv(n_rows, rows),)
 
     def run() -> torch.Tensor:
-        _row_softmax_kernel[(n_rows,)](
+        _row_softmax_kernel[grid](
             out,
             x,
+            n_rows,
             n_cols,
             x.stride(0),
             out.stride(0),
@@ -187,6 +247,8 @@ def _prepare_row(inputs: Inputs, out: torch.Tensor, config, keep_tail: bool = Tr
             ALIGNED=aligned,
             VEC=vec,
             KEEP_TAIL=keep_tail,
+            ROWS=rows,
+            REDUCE_AXIS=reduce_axis,
             num_warps=num_warps,
         )
         return out
@@ -214,18 +276,47 @@ def _with_split(configs: list[dict], shape: Shape, dtype: torch.dtype) -> list[d
 
 ROW_WARPS = (1, 2, 4, 8, 16, 32)
 
+# Several rows a program, swept on rows whose block is at most ROWS_MAX_BLOCK wide (3 x 4 = 12 configs more);
+# heuristics.rows_unsupported prunes those past MAX_ROWS_BLOCK elements (8 rows of 2048).
+ROWS_PER_PROGRAM = (2, 4, 8)
+ROWS_WARPS = (1, 2, 4, 8)
+ROWS_MAX_BLOCK = 2048
+
+# Input bytes a program of the default should read at least. On the H200 (session 12, commit f2fb297,
+# reports/nvidia-h200/; docs/kernel-notes.md, "Issue 24's targets at f2fb297") softmax 131072 x 512 at one
+# row a program reached 98.8 % of copy bandwidth in fp32, 2 KB a program, but 77.8 % in fp16 at 1 KB.
+ROWS_MIN_BYTES = 2048
+
 
 def _row_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
     # Where the split applies, every warp count both ways: the sweep then measures what the full-width body
-    # is worth against the lane-by-lane row it replaces.
+    # is worth against the lane-by-lane row it replaces. On narrow rows also several rows a program (plain rows
+    # only, also where the split applies: the sweep measures one against the other).
     plain = [{"num_warps": w} for w in ROW_WARPS]
-    return plain if _split_reason(shape, dtype) else [*_with_split(plain, shape, dtype), *plain]
+    configs = plain if _split_reason(shape, dtype) else [*_with_split(plain, shape, dtype), *plain]
+    if triton.next_power_of_2(shape["N"]) <= ROWS_MAX_BLOCK:
+        configs = [*configs, *({"num_warps": w, "rows": r} for r in ROWS_PER_PROGRAM for w in ROWS_WARPS)]
+    return configs
 
 
 def _row_default(shape: Shape, dtype: torch.dtype) -> dict:
     # The seed's heuristic: 8 warps once the block is 2048 wide, else 4; split at 16-byte boundaries where
     # Triton cannot prove the rows aligned (a 16-bit row then moves 16 bytes a load instead of 2).
-    return _with_split([{"num_warps": 8 if triton.next_power_of_2(shape["N"]) >= 2048 else 4}], shape, dtype)[0]
+    config = _with_split([{"num_warps": 8 if triton.next_power_of_2(shape["N"]) >= 2048 else 4}], shape, dtype)[0]
+    # Rows that move under ROWS_MIN_BYTES and do not split: enough rows a program (a power of two) that it reads
+    # 2 KB, the size at which fp32 131072 x 512 measured 98.8 % of copy bandwidth on the H200 where 16-bit rows
+    # at 1 KB a program measured 77.8 % (ROWS_MIN_BYTES); at most MAX_ROWS_BLOCK elements a program, 4 warps.
+    # Not yet measured itself. Where the split applies it stays the default (one row a program).
+    rows = rows_per_program(shape["N"], element_size(dtype), ROWS_MIN_BYTES)
+    if rows > 1 and not config.get("aligned"):
+        return {"num_warps": 4, "rows": rows}
+    return config
+
+
+def _one_row_default(shape: Shape, dtype: torch.dtype) -> dict:
+    """``_row_default`` at one row a program: the split (aligned=1) that ``aligned_no_tail`` breaks serves one
+    row at a time."""
+    return {k: v for k, v in _row_default(shape, dtype).items() if k != "rows"}
 
 
 def _row_supports(shape: Shape, dtype: torch.dtype) -> str | None:
@@ -233,11 +324,21 @@ def _row_supports(shape: Shape, dtype: torch.dtype) -> str | None:
 
 
 def _row_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    rows, num_warps = int(config.get("rows", 1)), config["num_warps"]
+    idle = idle_warps_rows(rows, shape["N"], num_warps) if rows > 1 else idle_warps(shape["N"], num_warps)
     return (
-        idle_warps(shape["N"], config["num_warps"])
-        or row_spills(shape["N"], config["num_warps"])
-        or _split_prune_reason(config, shape, dtype)
+        _split_prune_reason(config, shape, dtype)
+        or _rows_prune_reason(config, shape)
+        or idle
+        or row_spills(shape["N"], num_warps)
     )
+
+
+def _rows_prune_reason(config, shape: Shape) -> str | None:
+    rows = int(config.get("rows", 1))
+    if rows > 1 and config.get("aligned", 0):
+        return f"rows={rows} with aligned=1: the split at 16-byte boundaries serves one row a program"
+    return rows_unsupported(rows, shape["N"])
 
 
 def _split_prune_reason(config, shape: Shape, dtype: torch.dtype) -> str | None:
@@ -882,6 +983,23 @@ def _online_no_rescale(inputs: Inputs, out, config):
     return _launch_online(inputs, out, config or _online_default(shape, x.dtype), rescale_sum=False)
 
 
+def _rows_control_config(shape: Shape, dtype: torch.dtype) -> dict:
+    """The config of ``rows_reduce_axis0``: triton_row's default where it takes several rows, else 2 rows at the
+    default's warps for each, so that the control runs (and must be rejected) on every case."""
+    default = _row_default(shape, dtype)
+    if int(default.get("rows", 1)) > 1:
+        return default
+    return {"num_warps": min(32, 2 * int(default["num_warps"])), "rows": 2}
+
+
+def _rows_reduce_axis0(inputs: Inputs, out, config):
+    """Negative control: triton_row with several rows a program whose max and sum are taken over axis 0 (down
+    each column, across the program's rows) instead of along each row."""
+    x = inputs["x"]
+    shape = Shape({"M": x.shape[0], "N": x.shape[1], "stride": x.stride(0)}, "negative control")
+    return _prepare_row(inputs, out, config or _rows_control_config(shape, x.dtype), reduce_axis=0)
+
+
 def _torch_eager(inputs: Inputs, out, config):
     x = inputs["x"]
     return lambda: _softmax_last_dim(x)
@@ -966,7 +1084,7 @@ KERNEL = KernelSpec(
             "triton_row",
             "triton",
             _prepare_row,
-            description="one program per row, whole row in one block (seed 000)",
+            description="one program per row (or per `rows` rows as one 2-D block), whole row in one block (seed 000)",
             configs=_row_configs,
             default_config=_row_default,
             prune=_row_prune,
@@ -1059,7 +1177,7 @@ KERNEL = KernelSpec(
             description="skips the max subtraction: exp overflows on large logits",
             rejected_for="non-finite outputs where the reference is finite",  # exp overflows on large logits
         ),
-        no_tail_control(_prepare_row, _row_default),
+        no_tail_control(_prepare_row, _one_row_default),
         Implementation(
             "online_no_rescale",
             "triton",
@@ -1067,6 +1185,15 @@ KERNEL = KernelSpec(
             configs=lambda shape, dtype: [_online_default(shape, dtype)],
             default_config=_online_default,
             description="triton_online without rescaling the running sum when the max grows",
+            rejected_for="elements outside atol",
+        ),
+        Implementation(
+            "rows_reduce_axis0",
+            "triton",
+            _rows_reduce_axis0,
+            configs=lambda shape, dtype: [_rows_control_config(shape, dtype)],
+            default_config=_rows_control_config,
+            description="triton_row with several rows a program, its max and sum over axis 0 (across rows)",
             rejected_for="elements outside atol",
         ),
     ],
@@ -1105,7 +1232,9 @@ KERNEL = KernelSpec(
             shape_entry("the seed's worked example: N=5, three masked lanes", M=3, N=5),
             shape_entry(
                 "non-power-of-two row with strided rows (row stride 80 > N); 33 rows > the interpreter's "
-                "4 SMs x programs_per_sm, so persistent programs loop over several rows",
+                "4 SMs x programs_per_sm, so persistent programs loop over several rows; rows that move under "
+                "2 KB and cannot split, so triton_row's default takes 16 rows a program (8 in fp32) and its last "
+                "program holds one",
                 M=33,
                 N=70,
                 stride=80,

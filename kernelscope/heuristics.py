@@ -39,6 +39,52 @@ def row_spills(n_cols: int, num_warps: int, max_per_thread: int = 256) -> str | 
     return None
 
 
+# --- several rows a program -----------------------------------------------------------------------------
+#
+# A program that holds one narrow row moves little (a 512-wide 16-bit row: 1 KB in, 1 KB out), and with one
+# such program per row the per-program cost can outweigh the row's traffic (softmax 131072 x 512 16-bit: 77.8 %
+# of copy bandwidth on the H200, docs/kernel-notes.md). A program of ROWS consecutive rows holds them as one
+# [ROWS, BLOCK] block and reduces along axis 1, so it moves ROWS times as much.
+
+#: elements of the largest [ROWS, BLOCK] block a program of several rows may hold: 64 fp32 values a thread at
+#: 4 warps, 256 at one warp (row_spills' bound), so registers stay bounded however many rows
+MAX_ROWS_BLOCK = 8192
+
+
+def rows_unsupported(rows: int, n_cols: int, max_elements: int = MAX_ROWS_BLOCK) -> str | None:
+    """Reason to prune ``rows`` rows a program for rows of ``n_cols`` (a ``[rows, next_power_of_2(n_cols)]``
+    block in registers) where the block passes ``max_elements``; None for one row (whole_row_unsupported's
+    question) or a block that fits."""
+    block = triton.next_power_of_2(n_cols)
+    if rows > 1 and rows * block > max_elements:
+        return (
+            f"{rows} rows of a {block}-wide block are {rows * block} elements a program (> {max_elements}): "
+            f"registers grow with the rows"
+        )
+    return None
+
+
+def idle_warps_rows(rows: int, n_cols: int, num_warps: int) -> str | None:
+    """:func:`idle_warps` for a program of ``rows`` rows: whole warps idle once the threads outnumber the
+    elements of the ``[rows, next_power_of_2(n_cols)]`` block (beyond the base 4 warps, which stay allowed)."""
+    block = triton.next_power_of_2(n_cols)
+    threads = 32 * int(num_warps)
+    if threads > max(rows * block, 32 * BASE_WARPS):
+        return f"{threads} threads for {rows} rows of a {block}-wide block ({rows * block} elements): idle warps"
+    return None
+
+
+def rows_per_program(n_cols: int, element_bytes: int, min_bytes: int, max_elements: int = MAX_ROWS_BLOCK) -> int:
+    """Rows a program takes so that it reads at least ``min_bytes`` (rows of ``n_cols * element_bytes``): the
+    power of two at or above ``min_bytes / row bytes``, capped so that the ``[rows, block]`` block keeps within
+    ``max_elements``; 1 where one row already reads ``min_bytes`` (or the cap allows no more)."""
+    row_bytes = max(1, n_cols * element_bytes)
+    if row_bytes >= min_bytes:
+        return 1
+    rows = triton.next_power_of_2(-(-min_bytes // row_bytes))
+    return max(1, min(rows, max_elements // triton.next_power_of_2(n_cols)))
+
+
 # --- rows split at 16-byte boundaries -------------------------------------------------------------
 #
 # Triton vectorises a load only as far as it can prove the addresses aligned: a pointer argument is known

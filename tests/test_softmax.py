@@ -469,9 +469,11 @@ def test_split_is_offered_only_where_triton_cannot_prove_rows_aligned(name):
         assert "aligned" not in impl.default_config(shp, torch.float16)
         reason = impl.prune({**impl.default_config(shp, torch.float16), "aligned": 1}, shp, torch.float16, H200)
         assert reason and ("Triton specialises" in reason or "different offsets" in reason), reason
-    # triton_row sweeps each warp count both ways where the split applies
+    # triton_row sweeps each warp count both ways where the split applies (one row a program: the rows configs
+    # are only for blocks up to 2048, so N = 2048 has them and N = 2049 not)
     if name == "triton_row":
-        assert len(impl.configs(odd, torch.float16)) == 2 * len(impl.configs(known, torch.float16))
+        one_row = [c for c in impl.configs(known, torch.float16) if "rows" not in c]
+        assert len(impl.configs(odd, torch.float16)) == 2 * len(one_row)
 
 
 def test_split_refuses_tensors_whose_rows_sit_at_different_offsets():
@@ -488,6 +490,121 @@ def test_aligned_no_tail_control_is_rejected_where_rows_have_no_tail_of_their_ow
     assert record["status"] == "fail" and "non-finite outputs where the reference is finite" in record["failure"]
 
 
+# --- several rows a program (triton_row's rows) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", list(SPEC.tolerances))
+@pytest.mark.parametrize("rows", [2, 4, 8])
+@pytest.mark.parametrize(
+    "shp",
+    [
+        shape(M=11, N=70),  # 11 rows: the last program holds 1, 3 or 3 of its rows
+        shape(M=13, N=129, stride=140),  # strided rows, a block of 256 with 127 masked lanes
+        shape(M=3, N=5),  # fewer rows than one program holds: a single partial program
+    ],
+    ids=lambda s: s.id,
+)
+def test_rows_path_passes_the_gate_where_rows_do_not_divide_the_row_count(shp, rows, dtype):
+    assert shp["M"] % rows != 0
+    for num_warps in (1, 4):
+        assert_pass(gate("triton_row", shp, dtype, {"num_warps": num_warps, "rows": rows}))
+
+
+@pytest.mark.parametrize("rows", [2, 4, 8])
+def test_rows_path_leaves_the_rows_past_the_last_unwritten(rows):
+    # The last program's rows past M lie outside the tensors, which the gate cannot see; here they are guard rows
+    # of the same buffers, so a missing row mask (which would store there) shows. The inputs' guard rows are
+    # finite, so an unmasked load reads plausible numbers rather than faulting.
+    n_rows, n_cols = 9, 70
+    x_all = softmax.make_inputs(shape(M=n_rows + rows, N=n_cols), torch.float32, torch.device("cpu"), seed=1)["x"]
+    out_all = torch.full_like(x_all, correctness.SENTINEL)
+    x, out = x_all[:n_rows], out_all[:n_rows]
+    softmax._prepare_row({"x": x}, out, {"num_warps": 2, "rows": rows})()
+    assert (out_all[n_rows:] == correctness.SENTINEL).all()
+    result = correctness.compare(out, torch.softmax(x.double(), dim=-1), 1e-7, 2e-5)
+    assert result["ok"], result["failure"]
+
+
+def test_rows_path_matches_torch_on_minus_infinity_rows():
+    # a fully -inf row gives NaN as in torch, next to finite rows of the same program
+    x = inputs_with_infinities(torch.float32)
+    out = run("triton_row", x, {"num_warps": 4, "rows": 4})
+    assert torch.equal(torch.isnan(out), torch.isnan(torch.softmax(x, dim=-1)))
+    finite = [0, 1, 2, 4, 5, 6]
+    result = correctness.compare(out[finite], correctness.reference_for(SPEC, {"x": x})[finite], 1e-7, 2e-5)
+    assert result["ok"], result["failure"]
+
+
+@pytest.mark.parametrize("shp", [shape(M=3, N=5), shape(M=33, N=70, stride=80), shape(M=16, N=129)], ids=lambda s: s.id)
+def test_rows_reduce_axis0_control_is_rejected_for_its_numbers(shp):
+    # where the default takes several rows (N = 70, strided: 16 in fp16) and where it takes one (N = 5, 129 split
+    # rows: the control then takes 2)
+    control = SPEC.implementation("rows_reduce_axis0")
+    assert control.default_config(shp, torch.float16)["rows"] > 1
+    record = gate(control, shp, torch.float16, {})
+    assert record["status"] == "fail" and "elements outside atol" in record["failure"], record["failure"]
+
+
+def test_row_default_takes_several_rows_only_on_unsplit_rows_under_2kb():
+    impl = SPEC.implementation("triton_row")
+    narrow = shape(M=131072, N=512)  # 1 KB 16-bit rows, 2 KB fp32 rows; N a multiple of 16, so no split
+    for dtype in (torch.float16, torch.bfloat16):
+        assert impl.default_config(narrow, dtype) == {"num_warps": 4, "rows": 2}
+    assert impl.default_config(narrow, torch.float32) == {"num_warps": 4}  # 2 KB already: unchanged
+    # the seed case splits (1000 fp16 rows start off 16-byte boundaries): one row a program, as before
+    for dtype in SPEC.tolerances:
+        assert impl.default_config(shape(M=4096, N=1000), dtype) == {"num_warps": 4, "aligned": 1}
+    # the CPU gate's strided shape: rows of 140 / 280 bytes that cannot split, 33 rows not a multiple of the rows
+    strided = next(s for s in SPEC.shape_sets["cpu"] if s.params.get("stride"))
+    assert impl.default_config(strided, torch.float16) == {"num_warps": 4, "rows": 16}
+    assert impl.default_config(strided, torch.float32) == {"num_warps": 4, "rows": 8}
+    assert strided["M"] % 16 and strided["M"] % 8
+    # no default is pruned on the H200, and the ones without rows are those of before
+    for shp in (*SPEC.shape_sets["gpu"], *SPEC.shape_sets["cpu"]):
+        for dtype in SPEC.tolerances:
+            if impl.unsupported_reason(shp, dtype):
+                continue
+            default = impl.default_config(shp, dtype)
+            assert impl.prune(default, shp, dtype, H200) is None, (shp.id, dtype, default)
+            if "rows" in default:
+                assert "aligned" not in default and shp["N"] * softmax.element_size(dtype) < 2048
+
+
+def test_rows_per_program_reaches_the_bytes_a_program_and_stops_at_the_block_cap():
+    assert heuristics.rows_per_program(512, 2, 2048) == 2
+    assert heuristics.rows_per_program(512, 4, 2048) == 1
+    assert heuristics.rows_per_program(70, 2, 2048) == 16  # 2048 / 140 = 14.6, up to a power of two
+    assert heuristics.rows_per_program(1, 4, 2048) == 512
+    assert heuristics.rows_per_program(512, 2, 65536) == 16  # 64 rows wanted, 8192 elements allow 16
+
+
+def test_row_configs_add_rows_on_narrow_rows_only_and_prune_with_reasons():
+    impl = SPEC.implementation("triton_row")
+    for shp in SPEC.shape_sets["gpu"]:
+        for dtype in SPEC.tolerances:
+            configs = impl.configs(shp, dtype)
+            with_rows = [c for c in configs if "rows" in c]
+            assert len(with_rows) == (12 if triton.next_power_of_2(shp["N"]) <= 2048 else 0), shp.id
+            assert all("aligned" not in c for c in with_rows)
+            # the one-row configs first, as before: every warp count, both ways where the split applies
+            one_row = [c for c in configs if "rows" not in c]
+            assert len(one_row) == len(softmax.ROW_WARPS) * (1 if softmax._split_reason(shp, dtype) else 2)
+            assert configs[: len(one_row)] == one_row
+    n2048, n512 = shape(M=64, N=2048), shape(M=64, N=512)
+    assert "16384 elements a program (> 8192)" in impl.prune({"num_warps": 4, "rows": 8}, n2048, torch.float16, H200)
+    assert impl.prune({"num_warps": 4, "rows": 4}, n2048, torch.float16, H200) is None
+    reason = impl.prune({"num_warps": 4, "rows": 2, "aligned": 1}, shape(M=64, N=1000), torch.float16, H200)
+    assert "aligned=1" in reason
+    assert "idle warps" in impl.prune({"num_warps": 8, "rows": 2}, shape(M=64, N=64), torch.float16, H200)
+    assert impl.prune({"num_warps": 8, "rows": 8}, n512, torch.float16, H200) is None
+
+
+def test_rows_refuse_the_split_at_launch():
+    x = softmax.make_inputs(shape(M=4, N=70), torch.float16, torch.device("cpu"), seed=0)["x"]
+    with pytest.raises(ValueError, match="rows=2 needs aligned=0"):
+        softmax._prepare_row({"x": x}, SPEC.make_output({"x": x}), {"num_warps": 4, "rows": 2, "aligned": 1})
+
+
 # Offline sm_90 builds (ptxas ships with Triton's NVIDIA backend): what the compiler emits for the loads and
 # stores, which the interpreter cannot show. Run in a subprocess without TRITON_INTERPRET, since under the
 # interpreter @triton.jit functions cannot be compiled.
@@ -502,9 +619,11 @@ except ImportError as e:
 import importlib
 cases = json.loads(sys.argv[1])
 out = []
-for module, kernel, signature, constexprs, num_warps in cases:
+for module, kernel, signature, constexprs, num_warps, *divisible in cases:
     fn = getattr(importlib.import_module(module), kernel)
-    k = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+    # arguments the launch would specialise as multiples of 16 (pointers from the allocator, N = 512, ...)
+    attrs = {(i,): [["tt.divisibility", 16]] for i in (divisible[0] if divisible else [])}
+    k = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
     ops = re.findall(r"(?:ld|st)\.global[.\w]*|cp\.async\.\w+\.shared\.global", k.asm["ptx"])
     out.append(dict(collections.Counter(ops)))
@@ -514,7 +633,8 @@ print(json.dumps({"ops": out}))
 
 def sm90_memory_ops(cases: list) -> list[dict]:
     """Counts of the global-memory instructions in the sm_90 PTX of each ``(module, kernel, signature,
-    constexprs, num_warps)``; skips the test where this Triton has no offline NVIDIA compiler."""
+    constexprs, num_warps[, divisible])``, ``divisible`` the indices of the arguments known multiples of 16;
+    skips the test where this Triton has no offline NVIDIA compiler."""
     import json
     import os
     import pathlib
@@ -538,26 +658,30 @@ def sm90_memory_ops(cases: list) -> list[dict]:
     return result["ops"]
 
 
+def row_kernel_signature(dtype: str) -> dict:
+    sig = {
+        "out_ptr": f"*{dtype}",
+        "in_ptr": f"*{dtype}",
+        "n_rows": "i32",
+        "n_cols": "i32",
+        "in_row_stride": "i32",
+        "out_row_stride": "i32",
+    }
+    return sig | dict.fromkeys(("BLOCK_SIZE", "ALIGNED", "VEC", "KEEP_TAIL", "ROWS", "REDUCE_AXIS"), "constexpr")
+
+
 def test_split_rows_compile_to_full_width_body_loads_and_stores_on_sm90():
     # A 2049-wide row in a 4096 block at 4 warps: 32 elements a thread. Unsplit, every one is its own 2-byte
     # (fp16) or 4-byte (fp32) load and store; split, the body moves 16 bytes an instruction and only the head
     # and tail (one predicated lane each) go element by element. The persistent kernel's prefetch (2 stages)
     # becomes 16-byte cp.async copies, where the unsplit 16-bit row was not pipelined at all.
     def row(dtype, aligned):
-        sig = {
-            "out_ptr": f"*{dtype}",
-            "in_ptr": f"*{dtype}",
-            "n_cols": "i32",
-            "in_row_stride": "i32",
-            "out_row_stride": "i32",
-        }
-        sig |= dict.fromkeys(("BLOCK_SIZE", "ALIGNED", "VEC", "KEEP_TAIL"), "constexpr")
         vec = 8 if dtype == "fp16" else 4
         return [
             "kernels.softmax",
             "_row_softmax_kernel",
-            sig,
-            {"BLOCK_SIZE": 4096, "ALIGNED": aligned, "VEC": vec, "KEEP_TAIL": True},
+            row_kernel_signature(dtype),
+            {"BLOCK_SIZE": 4096, "ALIGNED": aligned, "VEC": vec, "KEEP_TAIL": True, "ROWS": 1, "REDUCE_AXIS": 1},
             4,
         ]
 
@@ -581,3 +705,16 @@ def test_split_rows_compile_to_full_width_body_loads_and_stores_on_sm90():
     assert split32 == {"ld.global.b32": 2, "ld.global.v4.b32": 8, "st.global.b32": 2, "st.global.v4.b32": 8}
     assert "cp.async.cg.shared.global" not in persistent_plain and persistent_plain["ld.global.b16"] == 32
     assert persistent_split["cp.async.cg.shared.global"] >= 4 and persistent_split["st.global.v4.b32"] == 4
+
+
+def test_rows_of_16_bit_rows_compile_to_16_byte_loads_on_sm90():
+    # softmax 131072 x 512 fp16 at 4 warps: one row a program gives each thread 4 elements, so 8-byte loads and
+    # stores; two rows a program give it 8, one 16-byte load and store (pointers, N and the strides specialised as
+    # multiples of 16, as the launch does for these tensors).
+    def case(rows):
+        constexprs = {"BLOCK_SIZE": 512, "ALIGNED": False, "VEC": 8, "KEEP_TAIL": True, "ROWS": rows, "REDUCE_AXIS": 1}
+        return ["kernels.softmax", "_row_softmax_kernel", row_kernel_signature("fp16"), constexprs, 4, [0, 1, 3, 4, 5]]
+
+    one_row, two_rows = sm90_memory_ops([case(1), case(2)])
+    assert one_row == {"ld.global.v2.b32": 1, "st.global.v2.b32": 1}
+    assert two_rows == {"ld.global.v4.b32": 1, "st.global.v4.b32": 1}
