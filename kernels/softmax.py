@@ -305,11 +305,13 @@ def _row_default(shape: Shape, dtype: torch.dtype) -> dict:
     config = _with_split([{"num_warps": 8 if triton.next_power_of_2(shape["N"]) >= 2048 else 4}], shape, dtype)[0]
     # Rows that move under ROWS_MIN_BYTES and do not split: enough rows a program (a power of two) that it reads
     # 2 KB, the size at which fp32 131072 x 512 measured 98.8 % of copy bandwidth on the H200 where 16-bit rows
-    # at 1 KB a program measured 77.8 % (ROWS_MIN_BYTES); at most MAX_ROWS_BLOCK elements a program, 4 warps.
-    # Not yet measured itself. Where the split applies it stays the default (one row a program).
+    # at 1 KB a program measured 77.8 % (ROWS_MIN_BYTES); at most MAX_ROWS_BLOCK elements a program. 2 warps: in
+    # the first GPU sweep of `rows` (session 13, docs/kernel-notes.md) 131072 x 512 at rows=2 took 65.97 / 65.06 us
+    # (fp16 / bf16) on 2 warps, within 0.2 % of the fastest config, and 72.86 / 74.14 us on 4.
+    # Where the split applies it stays the default (one row a program).
     rows = rows_per_program(shape["N"], element_size(dtype), ROWS_MIN_BYTES)
     if rows > 1 and not config.get("aligned"):
-        return {"num_warps": 4, "rows": rows}
+        return {"num_warps": 2, "rows": rows}
     return config
 
 
