@@ -30,7 +30,6 @@ import triton.language as tl  # noqa: E402
 
 from kernels import softmax as sm  # noqa: E402
 
-
 #: twice the output's half-ulp at 1.0 (the largest a probability gets): the store's rounding, with room for fp32 error
 ATOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}
 
