@@ -16,6 +16,9 @@ first (max abs error printed; a NaN fails). Percent of copy is against 2 * M * N
 calibration's copy bandwidth given by --copy-gbps (the pipeline's H200 runs measured 4251-4276 GB/s).
 
     python docs/experiments/wide_row_recompute.py [--M 1024] [--N 65536] [--copy-gbps 4251]
+
+Session 13's output (one H200, torch 2.11.0+cu130, triton 3.6.0): docs/experiments/results/
+wide_row_recompute-session13.txt; read in docs/kernel-notes.md, "Session 13".
 """
 
 import argparse
