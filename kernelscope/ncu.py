@@ -17,8 +17,8 @@ Where ``ncu`` is not on ``PATH``, where there is no CUDA device, or where ncu ca
 The CSV layout parsed here is ncu's ``--csv --page raw`` format (a header row of metric names, a row of
 units, then one row per profiled kernel); with ``--nvtx`` a column named after the NVTX state (its domain and
 push/pop range stack) carries each kernel's ranges, where :func:`parse_csv` finds the implementation's range.
-That parsing ran on an H200 in session 10 (docs/kernel-notes.md); the utilisation and stall metrics and the
-baselines' rows were added after it and have not run on a GPU.
+That parsing ran on an H200 in session 10, and with the utilisation and stall metrics and the baselines' rows
+in session 13 (docs/kernel-notes.md, "Session 13").
 """
 
 from __future__ import annotations
