@@ -35,6 +35,7 @@ from kernelscope.heuristics import (
     vec_elements,
     whole_row_unsupported,
 )
+from kernelscope.runtime import device_limits
 from kernelscope.spec import (
     Implementation,
     Inputs,
@@ -47,6 +48,19 @@ from kernelscope.spec import (
     generator,
     randn,
     shape_entry,
+)
+from kernelscope.teams import (
+    MAX_SPINS,
+    SplitWorkspace,
+    prepare_team_launch,
+    split_parts,
+    team_configs,
+    team_default,
+    team_partials,
+    team_prune,
+    team_publish,
+    team_release,
+    team_wait,
 )
 
 EPS = 1e-5
@@ -190,6 +204,81 @@ def _layernorm_looped_kernel(
         tl.store(out_row + cols, ((x - mean) * rstd * w + b).to(out_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _layernorm_split_kernel(
+    out_ptr,
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    stats_ptr,
+    arrived_ptr,
+    n_rows,
+    N,
+    split,
+    stride_xm,
+    stride_om,
+    eps,
+    CHUNK: tl.constexpr,
+    SPLIT_BLOCK: tl.constexpr,
+    PHASE: tl.constexpr,
+    MAX_SPINS: tl.constexpr,
+    PREFETCH: tl.constexpr = False,
+    LOCAL_STATS: tl.constexpr = False,
+):
+    """A team of ``split`` programs normalises one row at a time (``kernelscope.teams``); program ``part``
+    holds columns ``[part * CHUNK, (part + 1) * CHUNK)`` of x in registers from its load to its store, so x is
+    read once and y written once.
+
+    Per row each program publishes its chunk's mean and sum of squared deviations from that mean (``M2``,
+    from the registers: no E[x^2] - E[x]^2), and the team combines them exactly (Chan et al.'s parallel
+    variance): ``mean = sum_j n_j mean_j / N``, ``M2 = sum_j (M2_j + n_j (mean_j - mean)^2)``, ``n_j`` the
+    chunk's columns. ``PREFETCH``: the chunk of the team's next row is loaded (in the input dtype) between
+    publishing and waiting. ``LOCAL_STATS`` is True only in the negative control ``split_local_stats``: each
+    program normalises with its own chunk's statistics, as if the exchange were missing.
+    """
+    pid = tl.program_id(0)
+    team = pid // split
+    part = pid % split
+    n_teams = tl.num_programs(0) // split
+    stride_xm = tl.cast(stride_xm, tl.int64)
+    stride_om = tl.cast(stride_om, tl.int64)
+    cols = part * CHUNK + tl.arange(0, CHUNK)
+    mask = cols < N
+    n_part = tl.minimum(N - part * CHUNK, CHUNK).to(tl.float32)
+    if PREFETCH:
+        x_next = tl.load(x_ptr + team * stride_xm + cols, mask=mask & (team < n_rows), other=0.0)
+    for row in range(team, n_rows, n_teams):
+        if PREFETCH:
+            x = x_next.to(tl.float32)
+        else:
+            x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0).to(tl.float32)
+        mean_part = tl.sum(x, axis=0) / n_part
+        xc_part = tl.where(mask, x - mean_part, 0.0)
+        m2_part = tl.sum(xc_part * xc_part, axis=0)
+        if PHASE != 2:
+            arrived = team_publish(stats_ptr, arrived_ptr, row, part, mean_part, m2_part, SPLIT_BLOCK)
+        if PREFETCH:
+            following = row + n_teams
+            x_next = tl.load(x_ptr + following * stride_xm + cols, mask=mask & (following < n_rows), other=0.0)
+        if PHASE == 0:
+            team_wait(arrived_ptr, row, split, arrived, MAX_SPINS)
+        if PHASE != 1:
+            means, m2s = team_partials(stats_ptr, row, split, 0.0, 0.0, SPLIT_BLOCK)
+            counts = tl.minimum(tl.maximum(N - tl.arange(0, SPLIT_BLOCK) * CHUNK, 0), CHUNK).to(tl.float32)
+            mean = tl.sum(counts * means, axis=0) / N
+            deviation = means - mean
+            m2 = tl.sum(m2s + counts * deviation * deviation, axis=0)
+            if LOCAL_STATS:
+                mean = mean_part
+                m2 = m2_part * N / n_part
+            rstd = tl.rsqrt(m2 / N + eps)
+            w = tl.load(w_ptr + cols, mask=mask).to(tl.float32)
+            b = tl.load(b_ptr + cols, mask=mask).to(tl.float32)
+            y = tl.where(mask, x - mean, 0.0) * rstd * w + b
+            tl.store(out_ptr + row * stride_om + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+            team_release(stats_ptr, arrived_ptr, row, split, SPLIT_BLOCK)
+
+
 def _check(inputs: Inputs, out: torch.Tensor) -> None:
     x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
     if x.ndim != 2 or x.stride(1) != 1:
@@ -230,6 +319,73 @@ def _prepare_row(inputs: Inputs, out: torch.Tensor, config, keep_tail: bool = Tr
 
 def _prepare_looped(inputs: Inputs, out: torch.Tensor, config):
     return _launcher(_layernorm_looped_kernel, inputs, out, int(config["BLOCK_N"]), int(config["num_warps"]))
+
+
+def _prepare_split(inputs: Inputs, out: torch.Tensor, config, local_stats: bool = False):
+    _check(inputs, out)
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    n_rows, n_cols = x.shape
+    chunk = int(config["CHUNK"])
+    split = split_parts(n_cols, chunk)
+    split_block = triton.next_power_of_2(split)
+    work = SplitWorkspace(n_rows, split_block, x.device)
+    meta = {
+        "CHUNK": chunk,
+        "SPLIT_BLOCK": split_block,
+        "MAX_SPINS": MAX_SPINS,
+        "PREFETCH": bool(config.get("prefetch", 0)),
+        "LOCAL_STATS": local_stats,
+        "num_warps": int(config["num_warps"]),
+    }
+    args = (out, x, w, b, work.stats, work.arrived, n_rows, n_cols, split, x.stride(0), out.stride(0), EPS)
+    launch = prepare_team_launch(
+        _layernorm_split_kernel, args, meta, n_rows, split, int(config["programs_per_sm"]), device_limits(), work
+    )
+
+    def run() -> torch.Tensor:
+        launch()
+        return out
+
+    run.workspace = work
+    return run
+
+
+def _local_stats_config(shape: Shape, dtype: torch.dtype) -> dict:
+    # An eighth of the padded row a program (at least 2 columns): every gate shape, N = 5 included, splits
+    # into teams of 3 or more, so no chunk's statistics are the row's.
+    chunk = max(2, triton.next_power_of_2(shape["N"]) // 8)
+    return {"CHUNK": chunk, "num_warps": min(8, max(1, chunk // 1024)), "programs_per_sm": 4}
+
+
+def _split_local_stats(inputs: Inputs, out: torch.Tensor, config):
+    """Negative control: the split kernel with each program normalising by its own chunk's statistics."""
+    x = inputs["x"]
+    config = _local_stats_config(Shape({"M": x.shape[0], "N": x.shape[1]}, "negative control"), x.dtype)
+    return _prepare_split(inputs, out, config, local_stats=True)
+
+
+# Narrowest row triton_split is run on: narrower rows fit one program's registers (triton_row), where a team
+# barrier a row only adds latency (softmax's split measured so, docs/kernel-notes.md). The kernel itself works
+# at any width (the tests lower this bound).
+SPLIT_MIN_N = 16384
+
+
+def _split_supports(shape: Shape, dtype: torch.dtype) -> str | None:
+    if shape["N"] < SPLIT_MIN_N:
+        return f"N={shape['N']} < {SPLIT_MIN_N}: the row fits one program (triton_row)"
+    return None
+
+
+def _split_default(shape: Shape, dtype: torch.dtype) -> dict:
+    return team_default(shape["N"])
+
+
+def _split_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    return team_configs(shape["N"])
+
+
+def _split_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    return team_prune(config, shape["N"], limits)
 
 
 def _tutorial_num_warps(block_n: int) -> int:
@@ -419,6 +575,17 @@ KERNEL = KernelSpec(
             prune=_looped_prune,
         ),
         Implementation(
+            "triton_split",
+            "triton",
+            _prepare_split,
+            description="a team of programs a row, each holding a chunk in registers; chunk means and M2 exchanged "
+            "through global memory and combined exactly (x read once)",
+            configs=_split_configs,
+            default_config=_split_default,
+            prune=_split_prune,
+            supports=_split_supports,
+        ),
+        Implementation(
             "torch", "eager", _torch_eager, description="torch.nn.functional.layer_norm (ATen)", writes_out=False
         ),
         Implementation(
@@ -439,6 +606,16 @@ KERNEL = KernelSpec(
             "cached across rows): near copy bandwidth once DRAM-bound, at every width it takes and in every dtype "
             "(issue 24's goal); rows Triton cannot prove aligned split at 16-byte boundaries (aligned=1)",
         ),
+        Target(
+            "triton_split",
+            "pct_copy_bw",
+            85,
+            shapes={"N": (65536, None)},
+            min_bytes=64e6,
+            reason="rows too wide for one program's registers, read once by a team of programs that exchange "
+            "their chunks' means and M2: the minimal traffic, so near copy bandwidth (issue 24's goal for every "
+            "layernorm moving 64 MB or more)",
+        ),
     ],
     negative_controls=[
         Implementation(
@@ -450,6 +627,16 @@ KERNEL = KernelSpec(
             rejected_for="elements outside atol",
         ),
         no_tail_control(_prepare_row, _row_default),
+        Implementation(
+            "split_local_stats",
+            "triton",
+            _split_local_stats,
+            configs=lambda shape, dtype: [_local_stats_config(shape, dtype)],
+            default_config=_local_stats_config,
+            description="triton_split with each program normalising by its own chunk's mean and variance (the "
+            "exchange skipped): right only if every chunk had the row's statistics",
+            rejected_for="elements outside atol",
+        ),
         Implementation(
             "one_pass_variance_fp16",
             "eager",

@@ -98,6 +98,19 @@ from kernelscope.spec import (
     randn,
     shape_entry,
 )
+from kernelscope.teams import (
+    MAX_SPINS,
+    prepare_team_launch,
+    split_parts,
+    team_configs,
+    team_default,
+    team_partials,
+    team_prune,
+    team_publish,
+    team_release,
+    team_wait,
+)
+from kernelscope.teams import SplitWorkspace as _SplitWorkspace
 
 # Largest row the one-program-per-row kernel accepts: the whole row lives in registers.
 MAX_ROW_BLOCK = 65536
@@ -740,13 +753,7 @@ def _online_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | Non
 
 
 # --- triton_split --------------------------------------------------------------------------------
-
-# Spin bound of the team barrier: under 1 us an L2 atomic round trip, so some tens of milliseconds
-# before a program gives up, where teammates arrive within microseconds (a context switch freezes the
-# whole team, so it does not count). It never should give up (the grid is sized so that every program
-# is resident at once); if it does, the program reads the NaN that poisons unpublished partials, so the
-# sweep and the correctness gate record a wrong result after one call instead of a job hanging.
-MAX_SPINS = 1 << 16
+# The team machinery (barrier, partials, grid sizing) is kernelscope.teams, shared with layernorm.
 
 
 @triton.jit
@@ -764,25 +771,17 @@ def _split_softmax_kernel(
     SPLIT_BLOCK: tl.constexpr,
     PHASE: tl.constexpr,
     MAX_SPINS: tl.constexpr,
+    PREFETCH: tl.constexpr = False,
 ):
-    """A team of ``split`` consecutive programs computes one row at a time; program ``part`` of a team
-    holds columns ``[part * CHUNK, (part + 1) * CHUNK)`` in registers from its load to its store, so
-    ``x`` is read once and ``y`` written once (2 MN elements of traffic, where ``triton_online`` moves
+    """A team of ``split`` consecutive programs computes one row at a time (``kernelscope.teams``); program
+    ``part`` holds columns ``[part * CHUNK, (part + 1) * CHUNK)`` in registers from its load to its store,
+    so ``x`` is read once and ``y`` written once (2 MN elements of traffic, where ``triton_online`` moves
     3 MN unless its second read hits L2). Teams loop over rows ``team, team + n_teams, ...``.
 
-    Per row, each program publishes the max ``m`` and ``sum(exp(x - m))`` of its chunk in
-    ``stats[row]`` ([2, SPLIT_BLOCK] fp32), adds 1 to ``arrived[row]`` (release), and waits until all
-    ``split`` have arrived (acquire); every program then combines the partials (the online rescale,
-    ``S = sum_j s_j exp(m_j - M)``) and writes its chunk. A second increment counts the readers: the
-    last one poisons ``stats[row]`` with NaN and zeroes ``arrived[row]`` again, so the next launch
-    starts from the same state without a fill kernel, and a program that ever read a partial nobody had
-    published would produce NaN, which the correctness gate rejects.
-
-    The wait needs every program of a team resident at once: the launcher sizes the grid from the
-    compiled kernel's occupancy. ``PHASE``: 0 on a GPU (one launch, with the wait); the interpreter runs
-    programs one after another, so a waiting program would wait for a teammate that has not started:
-    there the launcher runs PHASE 1 (publish) and then PHASE 2 (combine, write), the same arithmetic
-    with the launch boundary as the barrier.
+    Per row, each program publishes the max ``m`` and ``sum(exp(x - m))`` of its chunk, waits for its
+    team, combines the partials (the online rescale, ``S = sum_j s_j exp(m_j - M)``) and writes its chunk.
+    ``PREFETCH``: the chunk of the team's next row is loaded (in the input dtype) between publishing and
+    waiting, so its loads are in flight while the team waits.
     """
     pid = tl.program_id(0)
     team = pid // split
@@ -792,86 +791,33 @@ def _split_softmax_kernel(
     out_row_stride = tl.cast(out_row_stride, tl.int64)
     cols = part * CHUNK + tl.arange(0, CHUNK)
     mask = cols < n_cols
-    parts = tl.arange(0, SPLIT_BLOCK)
+    if PREFETCH:
+        x_next = tl.load(in_ptr + team * in_row_stride + cols, mask=mask & (team < n_rows), other=-float("inf"))
     for row in range(team, n_rows, n_teams):
-        x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
-        row_stats = stats_ptr + row * (2 * SPLIT_BLOCK)
+        if PREFETCH:
+            x = x_next.to(tl.float32)
+        else:
+            x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
         if PHASE != 2:
             m = tl.max(x, axis=0)
             # an all -inf chunk (or one past the row's end) has m = -inf: shift by 0 so its sum is 0, not NaN
             s = tl.sum(tl.exp(x - tl.where(m == -float("inf"), 0.0, m)), axis=0)
-            tl.store(row_stats + part, m)
-            tl.store(row_stats + SPLIT_BLOCK + part, s)
-            # every thread's stores before the one thread that performs the scalar atomic releases them
-            tl.debug_barrier()
-            arrived = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
-            if PHASE == 0:
-                spins = 0
-                while (arrived < split) & (spins < MAX_SPINS):
-                    arrived = tl.atomic_add(arrived_ptr + row, 0, sem="acquire", scope="gpu")
-                    spins += 1
-                tl.debug_barrier()
+            arrived = team_publish(stats_ptr, arrived_ptr, row, part, m, s, SPLIT_BLOCK)
+        if PREFETCH:
+            following = row + n_teams
+            x_next = tl.load(
+                in_ptr + following * in_row_stride + cols, mask=mask & (following < n_rows), other=-float("inf")
+            )
+        if PHASE == 0:
+            team_wait(arrived_ptr, row, split, arrived, MAX_SPINS)
         if PHASE != 1:
-            # volatile: straight from L2, never a stale L1 line
-            m_parts = tl.load(row_stats + parts, mask=parts < split, other=-float("inf"), volatile=True)
-            s_parts = tl.load(row_stats + SPLIT_BLOCK + parts, mask=parts < split, other=0.0, volatile=True)
+            m_parts, s_parts = team_partials(stats_ptr, row, split, -float("inf"), 0.0, SPLIT_BLOCK)
             m_row = tl.max(m_parts, axis=0)
             s_row = tl.sum(s_parts * tl.exp(m_parts - tl.where(m_row == -float("inf"), 0.0, m_row)), axis=0)
             # a fully -inf row keeps m_row = -inf: x - m_row is NaN everywhere, as in torch
             y = tl.exp(x - m_row) * (1.0 / s_row)
             tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
-            # all of this program's reads of the partials happen before it counts itself as a reader
-            tl.debug_barrier()
-            readers = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
-            if readers == 2 * split:
-                tl.store(row_stats + parts, float("nan"))
-                tl.store(row_stats + SPLIT_BLOCK + parts, float("nan"))
-                tl.atomic_xchg(arrived_ptr + row, 0, sem="release", scope="gpu")
-
-
-def split_parts(n_cols: int, chunk: int) -> int:
-    """Programs per row (the team size) for chunks of ``chunk`` columns."""
-    return triton.cdiv(n_cols, chunk)
-
-
-# Thread blocks an SM can hold, whatever their size (sm_80 and sm_90).
-MAX_BLOCKS_PER_SM = 32
-
-
-def resident_programs(n_regs: int | None, num_warps: int, shared_bytes: int, limits) -> int:
-    """Programs of one kernel that fit on the whole device at once (what the team barrier relies on), from
-    the compiled kernel's registers and shared memory; with no register count (the interpreter, or a
-    Triton without the handle), one program per SM, which fits whenever the kernel launches at all."""
-    if not n_regs:
-        return limits["num_sms"]
-    threads = 32 * num_warps
-    regs_per_warp = -(-n_regs * 32 // 256) * 256  # registers are allocated per warp, 256 at a time
-    per_sm = min(
-        limits["max_threads_per_sm"] // threads, limits["regs_per_sm"] // (regs_per_warp * num_warps), MAX_BLOCKS_PER_SM
-    )
-    if shared_bytes:
-        per_sm = min(per_sm, limits["max_shared_mem_per_block"] // shared_bytes)
-    return limits["num_sms"] * max(per_sm, 1)
-
-
-def split_grid(n_rows: int, split: int, programs_per_sm: int, resident: int, num_sms: int) -> int:
-    """Grid size: whole teams only, ``num_sms * programs_per_sm`` programs at most, never more than can be
-    resident at once, never more teams than rows. Raises if not even one team can be resident."""
-    if split > resident:
-        raise ValueError(
-            f"a row needs a team of {split} programs but only {resident} can be resident at once: use a wider CHUNK"
-        )
-    teams = max(1, min(n_rows, min(num_sms * programs_per_sm, resident) // split))
-    return teams * split
-
-
-class _SplitWorkspace:
-    """Per-row partials (NaN when unpublished) and arrival counters: allocated once per prepared launch,
-    restored by the kernel itself at the end of each row."""
-
-    def __init__(self, n_rows: int, split_block: int, device: torch.device) -> None:
-        self.stats = torch.full((n_rows, 2, split_block), float("nan"), dtype=torch.float32, device=device)
-        self.arrived = torch.zeros(n_rows, dtype=torch.int32, device=device)
+            team_release(stats_ptr, arrived_ptr, row, split, SPLIT_BLOCK)
 
 
 def _prepare_split(inputs: Inputs, out: torch.Tensor, config, max_spins: int = MAX_SPINS) -> callable:
@@ -883,35 +829,20 @@ def _prepare_split(inputs: Inputs, out: torch.Tensor, config, max_spins: int = M
     split_block = triton.next_power_of_2(split)
     limits = device_limits()
     work = _SplitWorkspace(n_rows, split_block, x.device)
-    meta = {"CHUNK": chunk, "SPLIT_BLOCK": split_block, "MAX_SPINS": max_spins, "num_warps": num_warps}
+    meta = {
+        "CHUNK": chunk,
+        "SPLIT_BLOCK": split_block,
+        "MAX_SPINS": max_spins,
+        "PREFETCH": bool(config.get("prefetch", 0)),
+        "num_warps": num_warps,
+    }
     args = (out, x, work.stats, work.arrived, n_rows, n_cols, split, x.stride(0), out.stride(0))
-    programs_per_sm = int(config["programs_per_sm"])
-
-    if limits["interpreter"]:
-        # no residency limit: the two launches need none
-        grid = (split_grid(n_rows, split, programs_per_sm, n_rows * split, limits["num_sms"]),)
-
-        def run() -> torch.Tensor:
-            _split_softmax_kernel[grid](*args, PHASE=1, **meta)
-            _split_softmax_kernel[grid](*args, PHASE=2, **meta)
-            return out
-
-        run.workspace = work
-        return run
-    sized: list[tuple[int]] = []  # the grid, once the first call has compiled the kernel
+    launch = prepare_team_launch(
+        _split_softmax_kernel, args, meta, n_rows, split, int(config["programs_per_sm"]), limits, work
+    )
 
     def run() -> torch.Tensor:
-        if not sized:
-            # First call (so that its time includes the compile, like every other Triton launch): compile,
-            # then size the grid from the compiled kernel's registers.
-            compiled_kernel = _split_softmax_kernel.warmup(*args, PHASE=0, grid=(1,), **meta)
-            n_regs = None
-            if hasattr(compiled_kernel, "_init_handles"):  # Triton 3.x: known once the binary is loaded
-                compiled_kernel._init_handles()
-                n_regs = getattr(compiled_kernel, "n_regs", None)
-            resident = resident_programs(n_regs, num_warps, int(compiled_kernel.metadata.shared), limits)
-            sized.append((split_grid(n_rows, split, programs_per_sm, resident, limits["num_sms"]),))
-        _split_softmax_kernel[sized[0]](*args, PHASE=0, **meta)
+        launch()
         return out
 
     run.workspace = work
@@ -935,46 +866,15 @@ def _split_supports(shape: Shape, dtype: torch.dtype) -> str | None:
 
 
 def _split_default(shape: Shape, dtype: torch.dtype) -> dict:
-    # A quarter of the padded row a program (so even the CPU shapes split into teams of 3-4), at most
-    # 8192 columns: 32 fp32 values a thread at 8 warps, live across the barrier (64 registers in the
-    # sm_90 build, so 4 programs an SM are resident: one loads or stores while another waits).
-    chunk = max(16, min(MAX_SPLIT_CHUNK, triton.next_power_of_2(shape["N"]) // 4))
-    return {"CHUNK": chunk, "num_warps": min(8, max(1, chunk // 1024)), "programs_per_sm": 4}
-
-
-# Widest chunk of the default.
-MAX_SPLIT_CHUNK = 8192
+    return team_default(shape["N"])
 
 
 def _split_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
-    # Listed most promising first. 16-64 values a thread, so x stays in registers across the barrier;
-    # the ptxas register counts for sm_90 (fp16, triton 3.7) bound the resident programs an SM:
-    # 4096/4 warps 56 regs (9 an SM), 8192/8 64 (4), 16384/16 84 (1), 16384/8 128 (1), 32768/16 107 (1).
-    space = [
-        {"CHUNK": 8192, "num_warps": 8, "programs_per_sm": 4},
-        {"CHUNK": 4096, "num_warps": 4, "programs_per_sm": 8},
-        {"CHUNK": 16384, "num_warps": 16, "programs_per_sm": 1},
-        {"CHUNK": 8192, "num_warps": 8, "programs_per_sm": 2},
-        {"CHUNK": 16384, "num_warps": 8, "programs_per_sm": 1},
-        {"CHUNK": 32768, "num_warps": 16, "programs_per_sm": 1},
-    ]
-    default = _split_default(shape, dtype)
-    return space if default in space else [default, *space]
+    return team_configs(shape["N"])
 
 
 def _split_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
-    chunk, threads = int(config["CHUNK"]), 32 * int(config["num_warps"])
-    padded = triton.next_power_of_2(shape["N"])
-    if chunk > max(16, padded // 2):
-        return f"CHUNK={chunk} leaves fewer than two programs for a {padded}-wide padded row: nothing is split"
-    if chunk // threads > 64:
-        return f"{chunk // threads} fp32 values a thread held across the barrier: registers spill"
-    if chunk < threads and threads > 32:
-        return f"CHUNK={chunk} is less than one value for each of {threads} threads: whole warps idle"
-    split = split_parts(shape["N"], chunk)
-    if not limits.get("interpreter") and split > limits["num_sms"]:  # the interpreter runs two launches, no wait
-        return f"a team of {split} programs a row is more than one per SM ({limits['num_sms']}): use a wider CHUNK"
-    return None
+    return team_prune(config, shape["N"], limits)
 
 
 def _online_no_rescale(inputs: Inputs, out, config):

@@ -17,7 +17,7 @@ import helpers
 from helpers import H200_LIMITS as H200
 from helpers import assert_pass, shape
 from kernels import softmax
-from kernelscope import correctness, heuristics
+from kernelscope import correctness, heuristics, teams
 
 SPEC = softmax.KERNEL
 SEEDS = (0, 1, 2)  # one seed per input regime of make_inputs (N(0,1); +100 offset; wide spread)
@@ -319,22 +319,22 @@ def test_split_without_its_barrier_reads_poison_not_plausible_numbers():
 
 def test_split_grid_holds_whole_teams_that_are_all_resident():
     h200 = {"num_sms": 132, "max_shared_mem_per_block": 227 * 1024, "regs_per_sm": 65536, "max_threads_per_sm": 2048}
-    # ptxas counts for sm_90 (see _split_configs): 64 registers at 8 warps -> 4 programs an SM; 84 at 16
+    # ptxas counts for sm_90 (see kernelscope.teams.TEAM_SPACE): 64 registers at 8 warps -> 4 programs an SM; 84 at 16
     # warps -> 1 (two would need 2 x 16 x 2816 = 90112 of the 65536 registers); 56 at 4 warps -> 9 (65536 //
     # (4 x 1792), registers, not the 16 that threads allow); 16 at 1 warp -> 32 (the blocks-an-SM limit)
-    assert softmax.resident_programs(64, 8, 32, h200) == 4 * 132
-    assert softmax.resident_programs(84, 16, 64, h200) == 132
-    assert softmax.resident_programs(56, 4, 16, h200) == 9 * 132
-    assert softmax.resident_programs(16, 1, 16, h200) == 32 * 132
-    assert softmax.resident_programs(32, 4, 200 * 1024, h200) == 132  # shared memory allows one
-    assert softmax.resident_programs(None, 8, 0, h200) == 132  # unknown registers: one an SM
+    assert teams.resident_programs(64, 8, 32, h200) == 4 * 132
+    assert teams.resident_programs(84, 16, 64, h200) == 132
+    assert teams.resident_programs(56, 4, 16, h200) == 9 * 132
+    assert teams.resident_programs(16, 1, 16, h200) == 32 * 132
+    assert teams.resident_programs(32, 4, 200 * 1024, h200) == 132  # shared memory allows one
+    assert teams.resident_programs(None, 8, 0, h200) == 132  # unknown registers: one an SM
     # 262144 columns in chunks of 8192: teams of 32; 4 an SM allows 16 teams (512 programs) of the 528
-    assert softmax.split_grid(256, 32, 4, 4 * 132, 132) == 512
+    assert teams.split_grid(256, 32, 4, 4 * 132, 132) == 512
     # the request is capped by residency: asking 8 an SM where 1 fits gives 4 teams of 32 (128 <= 132)
-    assert softmax.split_grid(256, 32, 8, 132, 132) == 128
-    assert softmax.split_grid(3, 4, 4, 528, 132) == 12  # never more teams than rows
+    assert teams.split_grid(256, 32, 8, 132, 132) == 128
+    assert teams.split_grid(3, 4, 4, 528, 132) == 12  # never more teams than rows
     with pytest.raises(ValueError, match="team of 200 programs"):
-        softmax.split_grid(256, 200, 1, 132, 132)
+        teams.split_grid(256, 200, 1, 132, 132)
 
 
 def test_row_sum_limit_grows_with_the_fp32_reduction_depth():
