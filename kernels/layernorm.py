@@ -222,7 +222,6 @@ def _layernorm_split_kernel(
     SPLIT_BLOCK: tl.constexpr,
     PHASE: tl.constexpr,
     MAX_SPINS: tl.constexpr,
-    PREFETCH: tl.constexpr = False,
     LOCAL_STATS: tl.constexpr = False,
 ):
     """A team of ``split`` programs normalises one row at a time (``kernelscope.teams``); program ``part``
@@ -232,8 +231,7 @@ def _layernorm_split_kernel(
     Per row each program publishes its chunk's mean and sum of squared deviations from that mean (``M2``,
     from the registers: no E[x^2] - E[x]^2), and the team combines them exactly (Chan et al.'s parallel
     variance): ``mean = sum_j n_j mean_j / N``, ``M2 = sum_j (M2_j + n_j (mean_j - mean)^2)``, ``n_j`` the
-    chunk's columns. ``PREFETCH``: the chunk of the team's next row is loaded (in the input dtype) between
-    publishing and waiting. ``LOCAL_STATS`` is True only in the negative control ``split_local_stats``: each
+    chunk's columns. ``LOCAL_STATS`` is True only in the negative control ``split_local_stats``: each
     program normalises with its own chunk's statistics, as if the exchange were missing.
     """
     pid = tl.program_id(0)
@@ -245,21 +243,13 @@ def _layernorm_split_kernel(
     cols = part * CHUNK + tl.arange(0, CHUNK)
     mask = cols < N
     n_part = tl.minimum(N - part * CHUNK, CHUNK).to(tl.float32)
-    if PREFETCH:
-        x_next = tl.load(x_ptr + team * stride_xm + cols, mask=mask & (team < n_rows), other=0.0)
     for row in range(team, n_rows, n_teams):
-        if PREFETCH:
-            x = x_next.to(tl.float32)
-        else:
-            x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0).to(tl.float32)
         mean_part = tl.sum(x, axis=0) / n_part
         xc_part = tl.where(mask, x - mean_part, 0.0)
         m2_part = tl.sum(xc_part * xc_part, axis=0)
         if PHASE != 2:
             arrived = team_publish(stats_ptr, arrived_ptr, row, part, mean_part, m2_part, SPLIT_BLOCK)
-        if PREFETCH:
-            following = row + n_teams
-            x_next = tl.load(x_ptr + following * stride_xm + cols, mask=mask & (following < n_rows), other=0.0)
         if PHASE == 0:
             team_wait(arrived_ptr, row, split, arrived, MAX_SPINS)
         if PHASE != 1:
@@ -333,7 +323,6 @@ def _prepare_split(inputs: Inputs, out: torch.Tensor, config, local_stats: bool 
         "CHUNK": chunk,
         "SPLIT_BLOCK": split_block,
         "MAX_SPINS": MAX_SPINS,
-        "PREFETCH": bool(config.get("prefetch", 0)),
         "LOCAL_STATS": local_stats,
         "num_warps": int(config["num_warps"]),
     }

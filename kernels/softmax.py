@@ -771,7 +771,6 @@ def _split_softmax_kernel(
     SPLIT_BLOCK: tl.constexpr,
     PHASE: tl.constexpr,
     MAX_SPINS: tl.constexpr,
-    PREFETCH: tl.constexpr = False,
 ):
     """A team of ``split`` consecutive programs computes one row at a time (``kernelscope.teams``); program
     ``part`` holds columns ``[part * CHUNK, (part + 1) * CHUNK)`` in registers from its load to its store,
@@ -780,8 +779,6 @@ def _split_softmax_kernel(
 
     Per row, each program publishes the max ``m`` and ``sum(exp(x - m))`` of its chunk, waits for its
     team, combines the partials (the online rescale, ``S = sum_j s_j exp(m_j - M)``) and writes its chunk.
-    ``PREFETCH``: the chunk of the team's next row is loaded (in the input dtype) between publishing and
-    waiting, so its loads are in flight while the team waits.
     """
     pid = tl.program_id(0)
     team = pid // split
@@ -791,23 +788,13 @@ def _split_softmax_kernel(
     out_row_stride = tl.cast(out_row_stride, tl.int64)
     cols = part * CHUNK + tl.arange(0, CHUNK)
     mask = cols < n_cols
-    if PREFETCH:
-        x_next = tl.load(in_ptr + team * in_row_stride + cols, mask=mask & (team < n_rows), other=-float("inf"))
     for row in range(team, n_rows, n_teams):
-        if PREFETCH:
-            x = x_next.to(tl.float32)
-        else:
-            x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
         if PHASE != 2:
             m = tl.max(x, axis=0)
             # an all -inf chunk (or one past the row's end) has m = -inf: shift by 0 so its sum is 0, not NaN
             s = tl.sum(tl.exp(x - tl.where(m == -float("inf"), 0.0, m)), axis=0)
             arrived = team_publish(stats_ptr, arrived_ptr, row, part, m, s, SPLIT_BLOCK)
-        if PREFETCH:
-            following = row + n_teams
-            x_next = tl.load(
-                in_ptr + following * in_row_stride + cols, mask=mask & (following < n_rows), other=-float("inf")
-            )
         if PHASE == 0:
             team_wait(arrived_ptr, row, split, arrived, MAX_SPINS)
         if PHASE != 1:
@@ -833,7 +820,6 @@ def _prepare_split(inputs: Inputs, out: torch.Tensor, config, max_spins: int = M
         "CHUNK": chunk,
         "SPLIT_BLOCK": split_block,
         "MAX_SPINS": max_spins,
-        "PREFETCH": bool(config.get("prefetch", 0)),
         "num_warps": num_warps,
     }
     args = (out, x, work.stats, work.arrived, n_rows, n_cols, split, x.stride(0), out.stride(0))

@@ -12,9 +12,10 @@ NaN and zeroes ``arrived[row]`` again, so the next launch starts from the same s
 and a program that ever read a partial nobody had published produces NaN, which the correctness gate
 rejects.
 
-With ``PREFETCH`` a kernel issues the loads of its chunk of the team's *next* row between publishing and
-waiting, so HBM stays busy while the team waits at the exchange (the wait otherwise leaves every program of
-the wave without a load in flight: the barrier stalls that Nsight Compute showed, docs/kernel-notes.md).
+Loading the chunk of the team's *next* row between publishing and waiting (so that HBM stays busy while the
+team waits) was built and timed on an H200: slower in all nine wide-row cases, since the second chunk's
+registers halve the programs an SM holds, and four resident programs an SM already overlap one's wait with
+another's loads (docs/kernel-notes.md, session 14). It is not kept.
 
 The wait needs every program of a team resident at once: ``prepare_team_launch`` sizes the grid from the
 compiled kernel's registers and shared memory. ``PHASE``: 0 on a GPU (one launch, with the wait); the
@@ -181,9 +182,7 @@ def team_default(n_cols: int) -> dict:
 
 # Listed most promising first. 16-64 values a thread, so x stays in registers across the barrier; the
 # ptxas register counts for sm_90 (softmax, fp16, triton 3.7) bound the resident programs an SM: 4096/4
-# warps 56 regs (9 an SM), 8192/8 64 (4), 16384/16 84 (1), 16384/8 128 (1), 32768/16 107 (1). With
-# ``prefetch`` the next row's chunk is live too (docs/experiments/split_prefetch_ptx.py): the grid then
-# shrinks to what is resident, whatever ``programs_per_sm`` asks.
+# warps 56 regs (9 an SM), 8192/8 64 (4), 16384/16 84 (1), 16384/8 128 (1), 32768/16 107 (1).
 TEAM_SPACE = (
     {"CHUNK": 8192, "num_warps": 8, "programs_per_sm": 4},
     {"CHUNK": 4096, "num_warps": 4, "programs_per_sm": 8},
@@ -192,17 +191,11 @@ TEAM_SPACE = (
     {"CHUNK": 16384, "num_warps": 8, "programs_per_sm": 1},
     {"CHUNK": 32768, "num_warps": 16, "programs_per_sm": 1},
 )
-PREFETCH_SPACE = (
-    {"CHUNK": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": 1},
-    {"CHUNK": 4096, "num_warps": 4, "programs_per_sm": 4, "prefetch": 1},
-    {"CHUNK": 16384, "num_warps": 16, "programs_per_sm": 1, "prefetch": 1},
-    {"CHUNK": 4096, "num_warps": 8, "programs_per_sm": 4, "prefetch": 1},
-)
 
 
 def team_configs(n_cols: int) -> list[dict]:
     default = team_default(n_cols)
-    space = [dict(c) for c in (*TEAM_SPACE, *PREFETCH_SPACE)]
+    space = [dict(c) for c in TEAM_SPACE]
     return space if default in space else [default, *space]
 
 

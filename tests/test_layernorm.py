@@ -175,3 +175,66 @@ def test_split_rows_compile_to_full_width_x_and_y_on_sm90():
     )
     assert plain == {"ld.global.b16": 48, "st.global.b16": 16}
     assert split == {"ld.global.b16": 38, "ld.global.v4.b32": 2, "st.global.b16": 2, "st.global.v4.b32": 2}
+
+
+# --- triton_split: a team of programs a row -------------------------------------------------------------------
+
+SPLIT = SPEC.implementation("triton_split")
+
+
+@pytest.fixture
+def split_on_every_width(monkeypatch):
+    # triton_split is only *run* on rows of N >= SPLIT_MIN_N (a cost policy); these tests check it on every width
+    monkeypatch.setattr(layernorm, "SPLIT_MIN_N", 1)
+
+
+@pytest.mark.parametrize("dtype", list(SPEC.tolerances))
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"CHUNK": 16, "num_warps": 1, "programs_per_sm": 1},  # N = 129: 9 parts, the last one column wide
+        {"CHUNK": 32, "num_warps": 1, "programs_per_sm": 2},
+        {"CHUNK": 64, "num_warps": 2, "programs_per_sm": 4},
+    ],
+    ids=lambda c: f"chunk{c['CHUNK']}",
+)
+@pytest.mark.parametrize("shape", SPEC.shape_sets["cpu"], ids=lambda s: s.id)
+def test_split_passes_the_gate_at_every_chunk(split_on_every_width, shape, config, dtype):
+    record = correctness.check_implementation(SPEC, SPLIT, shape, dtype, SEEDS, config)
+    assert record["status"] == "pass", record["failure"]
+
+
+def test_split_combines_chunks_whose_statistics_differ(split_on_every_width):
+    # Each 16-column chunk of a row sits at its own offset (0, 100, 200, ...), so chunk means are far from the
+    # row's mean and most of the row's variance lies between chunks: only the exact combination (n_j (mean_j -
+    # mean)^2 added to each chunk's M2) gives the row's variance, to fp32 rounding.
+    n_rows, n_cols = 6, 80
+    inputs = SPEC.make_inputs(Shape({"M": n_rows, "N": n_cols}, "t"), torch.float32, CPU, seed=0)
+    inputs["x"] = inputs["x"] + 100.0 * (torch.arange(n_cols) // 16).to(torch.float32)
+    out = correctness.run_poisoned(SPLIT, SPEC, inputs, {"CHUNK": 16, "num_warps": 1, "programs_per_sm": 2}, math.nan)
+    expected = SPEC.reference({k: v.double() for k, v in inputs.items()})
+    assert torch.allclose(out.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_split_restores_its_workspace_after_every_call(split_on_every_width):
+    inputs = SPEC.make_inputs(Shape({"M": 5, "N": 129}, "t"), torch.float32, CPU, seed=1)
+    out = SPEC.make_output(inputs)
+    run = layernorm._prepare_split(inputs, out, {"CHUNK": 32, "num_warps": 1, "programs_per_sm": 2})
+    first = run().clone()
+    assert torch.isnan(run.workspace.stats).all() and (run.workspace.arrived == 0).all()
+    assert torch.equal(run(), first)
+
+
+@pytest.mark.parametrize("shape", SPEC.shape_sets["cpu"], ids=lambda s: s.id)
+def test_split_local_stats_control_is_rejected_on_every_cpu_shape(shape):
+    # the control splits every gate row (N = 5 included) into 3 or more chunks, so none has the row's statistics
+    control = next(c for c in SPEC.negative_controls if c.name == "split_local_stats")
+    assert layernorm.split_parts(shape["N"], layernorm._local_stats_config(shape, torch.float32)["CHUNK"]) >= 3
+    for dtype in SPEC.tolerances:
+        record = correctness.check_implementation(SPEC, control, shape, dtype, SEEDS, {})
+        assert record["status"] == "fail" and control.rejected_for in record["failure"], record["failure"]
+
+
+def test_split_runs_only_on_rows_too_wide_for_one_program():
+    assert SPLIT.supports(Shape({"M": 8192, "N": 4097}, "t"), torch.float16)
+    assert SPLIT.supports(Shape({"M": 1024, "N": 65536}, "t"), torch.float16) is None

@@ -1,6 +1,10 @@
 """Offline sm_90 build of the team-split kernels (softmax and layernorm ``triton_split``) with and without
 ``PREFETCH``: ptxas's registers and spills a thread, and whether the next row's loads are issued before the
-team's spin wait (the first ``atom.global`` poll loop) in the PTX, which is what the prefetch is for.
+team's spin wait (the first acquire poll) in the PTX, which is what the prefetch is for.
+
+Ran at commit 2ccee80, whose kernels had the ``PREFETCH`` switch (removed after the H200 timed it slower in
+every wide-row case: docs/kernel-notes.md, session 14); check that commit out to run it again. Output:
+docs/experiments/results/split_prefetch_ptx.txt (triton 3.7.1's compiler and ptxas, sm_90a).
 
     TRITON_INTERPRET= python docs/experiments/split_prefetch_ptx.py > docs/experiments/results/split_prefetch_ptx.txt
 """
