@@ -12,6 +12,9 @@ Variants:
 * ``triton_looped`` — one program per row, walking the row in ``BLOCK_N``-wide chunks three times
   (sum; sum of squared deviations; normalise and store), as Triton's tutorial 05 does. Rows of any
   width fit; the second and third passes re-read the row, mostly from L2.
+* ``triton_split`` — rows of N >= SPLIT_MIN_N: a team of programs a row (``kernelscope.teams``), each holding a
+  ``CHUNK`` of x in registers; the chunks' means and M2 are exchanged through global memory and combined exactly
+  (Chan et al.), so x is read once. On an H200 the exchange limits it (docs/kernel-notes.md, session 14).
 
 Invariants: ``xhat = (y - bias) / weight`` (weight is drawn in [0.5, 1.5], so the division is well
 conditioned) must have, per row, mean 0 and variance var / (var + eps).
