@@ -330,16 +330,10 @@ def _prepare_split(inputs: Inputs, out: torch.Tensor, config, local_stats: bool 
         "num_warps": int(config["num_warps"]),
     }
     args = (out, x, w, b, work.stats, work.arrived, n_rows, n_cols, split, x.stride(0), out.stride(0), EPS)
-    launch = prepare_team_launch(
-        _layernorm_split_kernel, args, meta, n_rows, split, int(config["programs_per_sm"]), device_limits(), work
+    programs_per_sm = int(config["programs_per_sm"])
+    return prepare_team_launch(
+        _layernorm_split_kernel, args, meta, n_rows, split, programs_per_sm, device_limits(), work, out
     )
-
-    def run() -> torch.Tensor:
-        launch()
-        return out
-
-    run.workspace = work
-    return run
 
 
 def _local_stats_config(shape: Shape, dtype: torch.dtype) -> dict:

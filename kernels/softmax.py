@@ -100,6 +100,7 @@ from kernelscope.spec import (
 )
 from kernelscope.teams import (
     MAX_SPINS,
+    SplitWorkspace,
     prepare_team_launch,
     split_parts,
     team_configs,
@@ -110,7 +111,6 @@ from kernelscope.teams import (
     team_release,
     team_wait,
 )
-from kernelscope.teams import SplitWorkspace as _SplitWorkspace
 
 # Largest row the one-program-per-row kernel accepts: the whole row lives in registers.
 MAX_ROW_BLOCK = 65536
@@ -815,7 +815,7 @@ def _prepare_split(inputs: Inputs, out: torch.Tensor, config, max_spins: int = M
     split = split_parts(n_cols, chunk)
     split_block = triton.next_power_of_2(split)
     limits = device_limits()
-    work = _SplitWorkspace(n_rows, split_block, x.device)
+    work = SplitWorkspace(n_rows, split_block, x.device)
     meta = {
         "CHUNK": chunk,
         "SPLIT_BLOCK": split_block,
@@ -823,16 +823,8 @@ def _prepare_split(inputs: Inputs, out: torch.Tensor, config, max_spins: int = M
         "num_warps": num_warps,
     }
     args = (out, x, work.stats, work.arrived, n_rows, n_cols, split, x.stride(0), out.stride(0))
-    launch = prepare_team_launch(
-        _split_softmax_kernel, args, meta, n_rows, split, int(config["programs_per_sm"]), limits, work
-    )
-
-    def run() -> torch.Tensor:
-        launch()
-        return out
-
-    run.workspace = work
-    return run
+    programs_per_sm = int(config["programs_per_sm"])
+    return prepare_team_launch(_split_softmax_kernel, args, meta, n_rows, split, programs_per_sm, limits, work, out)
 
 
 # Narrowest row triton_split is run on: narrower rows fit one program's registers (triton_row), and the

@@ -131,9 +131,18 @@ class SplitWorkspace:
 
 
 def prepare_team_launch(
-    kernel, args: tuple, meta: dict, n_rows: int, split: int, programs_per_sm: int, limits, work: SplitWorkspace
-) -> Callable[[], None]:
-    """A ``run()`` that launches ``kernel[grid](*args, PHASE=..., **meta)`` with whole, co-resident teams.
+    kernel,
+    args: tuple,
+    meta: dict,
+    n_rows: int,
+    split: int,
+    programs_per_sm: int,
+    limits,
+    work: SplitWorkspace,
+    out: torch.Tensor,
+) -> Callable[[], torch.Tensor]:
+    """A ``run()`` that launches ``kernel[grid](*args, PHASE=..., **meta)`` with whole, co-resident teams and
+    returns ``out`` (the tensor the kernel writes).
 
     Under the interpreter: two launches (PHASE 1 then 2) on a grid with no residency limit. On a GPU: one
     launch (PHASE 0); the first call compiles the kernel (so its time includes the compile, like every other
@@ -143,15 +152,16 @@ def prepare_team_launch(
     if limits["interpreter"]:
         grid = (split_grid(n_rows, split, programs_per_sm, n_rows * split, limits["num_sms"]),)
 
-        def run() -> None:
+        def run() -> torch.Tensor:
             kernel[grid](*args, PHASE=1, **meta)
             kernel[grid](*args, PHASE=2, **meta)
+            return out
 
         run.workspace = work
         return run
     sized: list[tuple[int]] = []  # the grid, once the first call has compiled the kernel
 
-    def run() -> None:
+    def run() -> torch.Tensor:
         if not sized:
             compiled_kernel = kernel.warmup(*args, PHASE=0, grid=(1,), **meta)
             n_regs = None
@@ -161,6 +171,7 @@ def prepare_team_launch(
             resident = resident_programs(n_regs, num_warps, int(compiled_kernel.metadata.shared), limits)
             sized.append((split_grid(n_rows, split, programs_per_sm, resident, limits["num_sms"]),))
         kernel[sized[0]](*args, PHASE=0, **meta)
+        return out
 
     run.workspace = work
     return run

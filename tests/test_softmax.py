@@ -295,7 +295,7 @@ def test_split_without_its_barrier_reads_poison_not_plausible_numbers():
     x = softmax.make_inputs(shape(M=3, N=129), torch.float32, torch.device("cpu"), seed=0)["x"]
     out = torch.zeros_like(x)
     split, chunk = 3, 64
-    work = softmax._SplitWorkspace(3, 4, x.device)
+    work = teams.SplitWorkspace(3, 4, x.device)
     softmax._split_softmax_kernel[(3 * split,)](
         out,
         x,
