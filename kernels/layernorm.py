@@ -15,12 +15,18 @@ Variants:
 * ``triton_split`` — rows of N >= SPLIT_MIN_N: a team of programs a row (``kernelscope.teams``), each holding a
   ``CHUNK`` of x in registers; the chunks' means and M2 are exchanged through global memory and combined exactly
   (Chan et al.), so x is read once. On an H200 the exchange limits it (docs/kernel-notes.md, session 14).
+* ``triton_persistent`` — rows Triton cannot prove aligned (odd N): persistent programs, each walking the rows
+  of one alignment class (rows ``period`` apart start at the same offset from a 16-byte boundary), so weight and
+  bias are loaded once into registers at that class's columns and every row's x and y move 16 bytes at a time;
+  ``num_stages`` 2 prefetches the next row's x into shared memory.
 
 Invariants: ``xhat = (y - bias) / weight`` (weight is drawn in [0.5, 1.5], so the division is well
 conditioned) must have, per row, mean 0 and variance var / (var + eps).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +35,7 @@ import triton.language as tl
 
 from kernelscope.baselines import compiled
 from kernelscope.heuristics import (
+    ALIGN_BYTES,
     body_block,
     check_split,
     idle_warps,
@@ -55,6 +62,7 @@ from kernelscope.spec import (
 from kernelscope.teams import (
     MAX_SPINS,
     SplitWorkspace,
+    launch_resident,
     prepare_team_launch,
     split_parts,
     team_configs,
@@ -139,6 +147,20 @@ def _layernorm_row_aligned(
     head_mask = edge < head
     body_mask = cols < body
     tail_mask = edge < (N - tail_start if KEEP_TAIL else 0)
+    xc_head, xc_body, xc_tail, rstd = _split_row_stats(
+        x_row, N, eps, head, tail_start, edge, cols, head_mask, body_mask, tail_mask
+    )
+    dtype = out_row.dtype.element_ty
+    _affine_store(out_row, xc_head, rstd, w_ptr, b_ptr, 0, edge, head_mask, dtype)
+    _affine_store(tl.multiple_of(out_row + head, 16), xc_body, rstd, w_ptr, b_ptr, head, cols, body_mask, dtype)
+    _affine_store(out_row + tail_start, xc_tail, rstd, w_ptr, b_ptr, tail_start, edge, tail_mask, dtype)
+
+
+@triton.jit
+def _split_row_stats(x_row, N, eps, head, tail_start, edge, cols, head_mask, body_mask, tail_mask):
+    """Load a row split as ``row_split`` splits it (the body 16 bytes at a time) and return its centred head,
+    body and tail (zero on masked lanes) in fp32, and ``rstd``: the mean first, then the variance of the
+    centred values, both over registers."""
     x_head = tl.load(x_row + edge, mask=head_mask, other=0.0).to(tl.float32)
     x_body = tl.load(tl.multiple_of(x_row + head, 16) + cols, mask=body_mask, other=0.0).to(tl.float32)
     x_tail = tl.load(x_row + tail_start + edge, mask=tail_mask, other=0.0).to(tl.float32)
@@ -150,11 +172,78 @@ def _layernorm_row_aligned(
     var = (
         tl.sum(xc_head * xc_head, axis=0) + tl.sum(xc_body * xc_body, axis=0) + tl.sum(xc_tail * xc_tail, axis=0)
     ) / N
-    rstd = tl.rsqrt(var + eps)
-    dtype = out_row.dtype.element_ty
-    _affine_store(out_row, xc_head, rstd, w_ptr, b_ptr, 0, edge, head_mask, dtype)
-    _affine_store(tl.multiple_of(out_row + head, 16), xc_body, rstd, w_ptr, b_ptr, head, cols, body_mask, dtype)
-    _affine_store(out_row + tail_start, xc_tail, rstd, w_ptr, b_ptr, tail_start, edge, tail_mask, dtype)
+    return xc_head, xc_body, xc_tail, tl.rsqrt(var + eps)
+
+
+@triton.jit
+def _layernorm_classes_kernel(
+    out_ptr,
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    n_rows,
+    N,
+    period,
+    stride_xm,
+    stride_om,
+    eps,
+    BLOCK_N: tl.constexpr,
+    VEC: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+    CLASS_ZERO_AFFINE: tl.constexpr = False,
+):
+    """Persistent programs, each over the rows of one alignment class, with weight and bias in registers.
+
+    Rows ``r`` and ``r + period`` start at the same offset from a 16-byte boundary (the launcher computes
+    ``period``, 16 bytes over the gcd of 16 and the row stride's bytes), so the rows ``cls, cls + period, ...``
+    of one class split at the same column (``row_split``). Program ``pid`` takes class ``pid % period``, loads
+    weight and bias at that class's head, body and tail columns once (lane by lane: they start on a boundary
+    only for class 0's alignment), and then walks its share of the class's rows: x and y 16 bytes at a time
+    and no per-row weight or bias load, which on odd N kept the one-row kernels at half the copy bandwidth
+    (docs/kernel-notes.md, session 13). ``NUM_STAGES`` > 1 lets the compiler prefetch the next row's x.
+    ``CLASS_ZERO_AFFINE`` is True only in the negative control ``classes_one_offset``: every class's weight and
+    bias read as if its rows split where class 0's do (shifted by the difference of the heads)."""
+    pid = tl.program_id(0)
+    cls = pid % period
+    per_class = tl.num_programs(0) // period
+    stride_xm = tl.cast(stride_xm, tl.int64)
+    stride_om = tl.cast(stride_om, tl.int64)
+    head, body = row_split(x_ptr + cls * stride_xm, N, VEC)
+    tail_start = head + body
+    edge = tl.arange(0, VEC)
+    cols = tl.arange(0, BLOCK_N)
+    head_mask = edge < head
+    body_mask = cols < body
+    tail_mask = edge < N - tail_start
+    shift = 0
+    if CLASS_ZERO_AFFINE:
+        shift = row_split(x_ptr, N, VEC)[0] - head
+    w_head = _load_columns(w_ptr, shift, edge, head_mask, N)
+    b_head = _load_columns(b_ptr, shift, edge, head_mask, N)
+    w_body = _load_columns(w_ptr, head + shift, cols, body_mask, N)
+    b_body = _load_columns(b_ptr, head + shift, cols, body_mask, N)
+    w_tail = _load_columns(w_ptr, tail_start + shift, edge, tail_mask, N)
+    b_tail = _load_columns(b_ptr, tail_start + shift, edge, tail_mask, N)
+    dtype = out_ptr.dtype.element_ty
+    rows_in_class = tl.cdiv(n_rows - cls, period)
+    for i in tl.range(pid // period, rows_in_class, per_class, num_stages=NUM_STAGES):
+        row = cls + tl.cast(i, tl.int64) * period
+        x_row, out_row = x_ptr + row * stride_xm, out_ptr + row * stride_om
+        xc_head, xc_body, xc_tail, rstd = _split_row_stats(
+            x_row, N, eps, head, tail_start, edge, cols, head_mask, body_mask, tail_mask
+        )
+        tl.store(out_row + edge, (xc_head * rstd * w_head + b_head).to(dtype), mask=head_mask)
+        tl.store(
+            tl.multiple_of(out_row + head, 16) + cols, (xc_body * rstd * w_body + b_body).to(dtype), mask=body_mask
+        )
+        tl.store(out_row + tail_start + edge, (xc_tail * rstd * w_tail + b_tail).to(dtype), mask=tail_mask)
+
+
+@triton.jit
+def _load_columns(ptr, start, lanes, mask, N):
+    """Columns ``start + lanes`` of a [N] vector in fp32, lane by lane; 0 where masked or outside [0, N)."""
+    cols = start + lanes
+    return tl.load(ptr + cols, mask=mask & (cols >= 0) & (cols < N), other=0.0).to(tl.float32)
 
 
 @triton.jit
@@ -334,6 +423,97 @@ def _prepare_split(inputs: Inputs, out: torch.Tensor, config, local_stats: bool 
     return prepare_team_launch(
         _layernorm_split_kernel, args, meta, n_rows, split, programs_per_sm, device_limits(), work, out
     )
+
+
+def alignment_period(row_stride: int, element_bytes: int) -> int:
+    """Rows after which the row starts repeat their offset from a 16-byte boundary: 8 for 16-bit rows of
+    N = 4097 (each row starts 2 bytes further on), 1 when the row stride is a multiple of 16 bytes."""
+    return ALIGN_BYTES // math.gcd(row_stride * element_bytes, ALIGN_BYTES)
+
+
+def _prepare_classes(inputs: Inputs, out: torch.Tensor, config, class_zero_affine: bool = False):
+    _check(inputs, out)
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    check_split(x, out)  # out's rows then fall in x's classes
+    n_rows, n_cols = x.shape
+    vec = vec_elements(x.element_size())
+    period = alignment_period(x.stride(0), x.element_size())
+    limits = device_limits()
+    args = (out, x, w, b, n_rows, n_cols, period, x.stride(0), out.stride(0), EPS)
+    meta = {
+        "BLOCK_N": body_block(n_cols, vec),
+        "VEC": vec,
+        "NUM_STAGES": int(config["num_stages"]),
+        "CLASS_ZERO_AFFINE": class_zero_affine,
+        "num_warps": int(config["num_warps"]),
+    }
+    at_most = limits["num_sms"] * int(config["programs_per_sm"])
+
+    def grid_for(resident: int) -> tuple[int]:
+        # whole classes of at most programs_per_sm programs an SM, all resident at once (a program that
+        # waits for a free SM would run its rows after the others: a second, mostly empty wave)
+        per_class = min(triton.cdiv(n_rows, period), min(at_most, resident) // period)
+        return (period * max(1, per_class),)
+
+    if limits["interpreter"]:
+        grid = grid_for(at_most)
+
+        def run() -> torch.Tensor:
+            _layernorm_classes_kernel[grid](*args, **meta)
+            return out
+
+        return run
+    return launch_resident(_layernorm_classes_kernel, args, meta, limits, grid_for, out)
+
+
+# Listed most promising first. programs_per_sm is an upper bound: the grid holds no more programs than are
+# resident at once (teams.resident_on_device). For the 4096-wide body of N = 4097 the sm_90 build (triton 3.7.1,
+# docs/experiments/layernorm_classes_ptx.py) takes 80 registers a thread at 8 warps (3 programs an SM), 64 at
+# 16 (2), 165 at 4 (3); the 2-stage configs prefetch the next row's x with 16-byte cp.async copies.
+CLASSES_SPACE = tuple(
+    {"num_warps": w, "programs_per_sm": p, "num_stages": s}
+    for w, p, s in ((8, 4, 2), (8, 4, 1), (4, 8, 2), (16, 2, 2), (8, 2, 2), (4, 4, 1), (16, 2, 1))
+)
+
+
+def _classes_default(shape: Shape, dtype: torch.dtype) -> dict:
+    return dict(CLASSES_SPACE[0])
+
+
+def _classes_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    return [dict(c) for c in CLASSES_SPACE]
+
+
+def _classes_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    block = body_block(shape["N"], vec_elements(element_size(dtype)))
+    per_thread = block // (32 * int(config["num_warps"]))
+    # x, weight and bias are live together across the loop: 3 x 64 fp32 values would pass 255 registers
+    if per_thread > 64:
+        return f"{per_thread} values a thread of each of x, weight and bias: spills past 255 registers"
+    return idle_warps(shape["N"], config["num_warps"])
+
+
+def _classes_supports(shape: Shape, dtype: torch.dtype) -> str | None:
+    if reason := _split_reason(shape, dtype):
+        return reason
+    return whole_row_unsupported(shape["N"], MAX_ROW_BLOCK)
+
+
+def _classes_one_offset(inputs: Inputs, out: torch.Tensor, config):
+    """Negative control: triton_persistent with every class's weight and bias read as if its rows split where
+    class 0's do, on a copy of x packed to row stride N (whose rows fall in 2-8 classes on every CPU shape and
+    dtype)."""
+    x = inputs["x"]
+    packed, staged = x.contiguous(), torch.empty_like(x, memory_format=torch.contiguous_format)
+    shape = Shape({"M": x.shape[0], "N": x.shape[1]}, "negative control")
+    run = _prepare_classes({**inputs, "x": packed}, staged, _classes_default(shape, x.dtype), class_zero_affine=True)
+
+    def control() -> torch.Tensor:
+        packed.copy_(x)
+        staged.fill_(float("nan"))
+        return run().clone()
+
+    return control
 
 
 def _local_stats_config(shape: Shape, dtype: torch.dtype) -> dict:
@@ -572,6 +752,17 @@ KERNEL = KernelSpec(
             supports=_split_supports,
         ),
         Implementation(
+            "triton_persistent",
+            "triton",
+            _prepare_classes,
+            description="persistent programs, each over the rows of one 16-byte alignment class: weight and bias "
+            "loaded once into registers at that class's columns, x and y 16 bytes at a time",
+            configs=_classes_configs,
+            default_config=_classes_default,
+            prune=_classes_prune,
+            supports=_classes_supports,
+        ),
+        Implementation(
             "torch", "eager", _torch_eager, description="torch.nn.functional.layer_norm (ATen)", writes_out=False
         ),
         Implementation(
@@ -602,6 +793,15 @@ KERNEL = KernelSpec(
             "their chunks' means and M2: the minimal traffic, so near copy bandwidth (issue 24's goal for every "
             "layernorm moving 64 MB or more)",
         ),
+        Target(
+            "triton_persistent",
+            "pct_copy_bw",
+            85,
+            min_bytes=64e6,
+            reason="rows Triton cannot prove aligned (odd N), read once 16 bytes at a time with weight and bias "
+            "held in registers, so nothing a row is loaded lane by lane: near copy bandwidth (issue 24's goal for "
+            "every layernorm moving 64 MB or more)",
+        ),
     ],
     negative_controls=[
         Implementation(
@@ -621,6 +821,17 @@ KERNEL = KernelSpec(
             default_config=_local_stats_config,
             description="triton_split with each program normalising by its own chunk's mean and variance (the "
             "exchange skipped): right only if every chunk had the row's statistics",
+            rejected_for="elements outside atol",
+        ),
+        Implementation(
+            "classes_one_offset",
+            "triton",
+            _classes_one_offset,
+            configs=lambda shape, dtype: [_classes_default(shape, dtype)],
+            default_config=_classes_default,
+            writes_out=False,
+            description="triton_persistent with weight and bias read at the first class's columns for every "
+            "class, on x packed to row stride N: right only where every row starts at the same alignment",
             rejected_for="elements outside atol",
         ),
         Implementation(

@@ -148,7 +148,6 @@ def prepare_team_launch(
     launch (PHASE 0); the first call compiles the kernel (so its time includes the compile, like every other
     Triton launch' first call) and sizes the grid from the compiled kernel's registers and shared memory.
     ``run.workspace`` is ``work``, for tests."""
-    num_warps = int(meta["num_warps"])
     if limits["interpreter"]:
         grid = (split_grid(n_rows, split, programs_per_sm, n_rows * split, limits["num_sms"]),)
 
@@ -159,21 +158,43 @@ def prepare_team_launch(
 
         run.workspace = work
         return run
-    sized: list[tuple[int]] = []  # the grid, once the first call has compiled the kernel
+    run = launch_resident(
+        kernel,
+        args,
+        {**meta, "PHASE": 0},
+        limits,
+        lambda resident: (split_grid(n_rows, split, programs_per_sm, resident, limits["num_sms"]),),
+        out,
+    )
+    run.workspace = work
+    return run
+
+
+def resident_on_device(kernel, args: tuple, meta: dict, limits) -> int:
+    """Programs of ``kernel[grid](*args, **meta)`` the device holds at once (``resident_programs``), from the
+    compiled kernel: compiles it (or finds it in Triton's cache) for these arguments."""
+    compiled_kernel = kernel.warmup(*args, grid=(1,), **meta)
+    n_regs = None
+    if hasattr(compiled_kernel, "_init_handles"):  # Triton 3.x: known once the binary is loaded
+        compiled_kernel._init_handles()
+        n_regs = getattr(compiled_kernel, "n_regs", None)
+    return resident_programs(n_regs, int(meta["num_warps"]), int(compiled_kernel.metadata.shared), limits)
+
+
+def launch_resident(
+    kernel, args: tuple, meta: dict, limits, grid_for: Callable[[int], tuple[int]], out: torch.Tensor
+) -> Callable[[], torch.Tensor]:
+    """A ``run()`` that launches ``kernel[grid_for(resident)](*args, **meta)`` and returns ``out``, ``resident``
+    being ``resident_on_device``: worked out on the first call, which therefore includes the compile (like
+    every Triton launch's first call), and kept."""
+    sized: list[tuple[int]] = []
 
     def run() -> torch.Tensor:
         if not sized:
-            compiled_kernel = kernel.warmup(*args, PHASE=0, grid=(1,), **meta)
-            n_regs = None
-            if hasattr(compiled_kernel, "_init_handles"):  # Triton 3.x: known once the binary is loaded
-                compiled_kernel._init_handles()
-                n_regs = getattr(compiled_kernel, "n_regs", None)
-            resident = resident_programs(n_regs, num_warps, int(compiled_kernel.metadata.shared), limits)
-            sized.append((split_grid(n_rows, split, programs_per_sm, resident, limits["num_sms"]),))
-        kernel[sized[0]](*args, PHASE=0, **meta)
+            sized.append(grid_for(resident_on_device(kernel, args, meta, limits)))
+        kernel[sized[0]](*args, **meta)
         return out
 
-    run.workspace = work
     return run
 
 

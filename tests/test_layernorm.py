@@ -238,3 +238,101 @@ def test_split_local_stats_control_is_rejected_on_every_cpu_shape(shape):
 def test_split_runs_only_on_rows_too_wide_for_one_program():
     assert SPLIT.supports(Shape({"M": 8192, "N": 4097}, "t"), torch.float16)
     assert SPLIT.supports(Shape({"M": 1024, "N": 65536}, "t"), torch.float16) is None
+
+
+# --- triton_persistent: persistent programs over the rows of one alignment class -----------------------------
+
+PERSISTENT = SPEC.implementation("triton_persistent")
+
+
+def test_alignment_period_is_the_rows_after_which_row_starts_repeat():
+    assert layernorm.alignment_period(4097, 2) == 8  # each 16-bit row starts 2 bytes further on
+    assert layernorm.alignment_period(4097, 4) == 4
+    assert layernorm.alignment_period(70, 2) == 4  # 140-byte rows
+    assert layernorm.alignment_period(80, 2) == layernorm.alignment_period(4096, 4) == 1
+    x = torch.empty(64, 4097, dtype=torch.float16)
+    offsets = [(x[r].data_ptr() - x.data_ptr()) % 16 for r in range(64)]
+    assert len(set(offsets[:8])) == 8 and offsets == offsets[:8] * 8
+
+
+@pytest.mark.parametrize("dtype", list(SPEC.tolerances))
+@pytest.mark.parametrize(
+    "config",
+    [{"num_warps": 8, "programs_per_sm": 4, "num_stages": 2}, {"num_warps": 1, "programs_per_sm": 1, "num_stages": 1}],
+    ids=["default", "one-program-a-class"],
+)
+@pytest.mark.parametrize(
+    ("n_rows", "n_cols", "stride"),
+    [(9, 1, 1), (9, 3, 3), (3, 5, 5), (37, 129, 129), (5, 70, 78)],
+    ids=["one-element", "under-16-bytes", "fewer-rows-than-classes", "many-rows-a-program", "strided"],
+)
+def test_persistent_passes_the_gate(n_rows, n_cols, stride, config, dtype):
+    # The interpreter's 4 "SMs": at 1 program an SM each class of 129-wide rows has one program walking 4-5
+    # rows; the default gives two a class. Every row of every class is checked (the output is poisoned).
+    assert config == PERSISTENT.default_config(Shape({"M": 1, "N": 1}, "t"), dtype) or config["num_stages"] == 1
+    shape = Shape({"M": n_rows, "N": n_cols, "stride": stride}, "test")
+    record = correctness.check_implementation(SPEC, PERSISTENT, shape, dtype, SEEDS, config)
+    assert record["status"] == "pass", record["failure"]
+
+
+@pytest.mark.parametrize("shape", SPEC.shape_sets["cpu"], ids=lambda s: s.id)
+def test_classes_one_offset_control_is_rejected_on_every_cpu_shape(shape):
+    control = next(c for c in SPEC.negative_controls if c.name == "classes_one_offset")
+    for dtype in SPEC.tolerances:  # packed to row stride N, every CPU shape's rows fall in 2-8 classes
+        assert layernorm.alignment_period(shape["N"], torch.finfo(dtype).bits // 8) >= 2
+        record = correctness.check_implementation(SPEC, control, shape, dtype, SEEDS, {})
+        assert record["status"] == "fail" and control.rejected_for in record["failure"], record["failure"]
+
+
+def test_persistent_is_offered_only_where_triton_cannot_prove_rows_aligned():
+    assert PERSISTENT.supports(Shape({"M": 8192, "N": 4097}, "t"), torch.float16) is None
+    assert "Triton specialises" in PERSISTENT.supports(Shape({"M": 16384, "N": 4096}, "t"), torch.float16)
+    assert PERSISTENT.supports(Shape({"M": 4, "N": 70, "stride": 80}, "t"), torch.float16)  # x, y differ by 20 B
+    for config in PERSISTENT.configs(Shape({"M": 8192, "N": 4097}, "t"), torch.float16):
+        assert PERSISTENT.prune(config, Shape({"M": 8192, "N": 4097}, "t"), torch.float16, {}) is None
+
+
+def test_persistent_grid_is_whole_classes_and_never_more_than_resident():
+    inputs = SPEC.make_inputs(Shape({"M": 37, "N": 129}, "t"), torch.float16, CPU, seed=0)
+    calls = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            calls.append(grid)
+            return lambda *args, **meta: None
+
+    original = layernorm._layernorm_classes_kernel
+    layernorm._layernorm_classes_kernel = Recorder()
+    try:
+        layernorm._prepare_classes(
+            inputs, SPEC.make_output(inputs), {"num_warps": 1, "programs_per_sm": 4, "num_stages": 1}
+        )()
+    finally:
+        layernorm._layernorm_classes_kernel = original
+    assert calls == [(16,)]  # 4 interpreter SMs x 4 programs: two programs for each of the 8 classes
+
+
+def test_persistent_prefetches_x_with_16_byte_copies_on_sm90():
+    from test_softmax import sm90_memory_ops
+
+    # N = 4097 in 16 bits, 4096-wide body, 8 warps: 16 elements (two 16-byte vectors) of x a thread a row.
+    # One stage loads the body with 16-byte loads; two stages make them cp.async copies into shared memory
+    # (the next row's x in flight while this one is reduced). y is stored 16 bytes at a time either way.
+    sig = {f"{p}_ptr": "*fp16" for p in ("out", "x", "w", "b")}
+    sig |= dict.fromkeys(("n_rows", "N", "period", "stride_xm", "stride_om"), "i32") | {"eps": "fp32"}
+    sig |= dict.fromkeys(("BLOCK_N", "VEC", "NUM_STAGES", "CLASS_ZERO_AFFINE"), "constexpr")
+    cases = [
+        [
+            "kernels.layernorm",
+            "_layernorm_classes_kernel",
+            sig,
+            {"BLOCK_N": 4096, "VEC": 8, "NUM_STAGES": s},
+            8,
+            [0, 1, 2, 3],
+        ]
+        for s in (1, 2)
+    ]
+    one, two = sm90_memory_ops(cases)
+    assert one.get("ld.global.v4.b32") == 2 and "cp.async.cg.shared.global" not in one
+    assert two.get("cp.async.cg.shared.global") == 4 and "ld.global.v4.b32" not in two
+    assert one.get("st.global.v4.b32") == two.get("st.global.v4.b32") == 2

@@ -1,0 +1,65 @@
+"""Offline sm_90 build of layernorm's ``triton_persistent`` (``_layernorm_classes_kernel``) for N = 4097 at every
+config of its sweep, beside ``triton_row`` at aligned=1: ptxas's registers and spills a thread, and the global
+memory instructions in the PTX (16-byte ``v4`` loads and stores of the body, lane-by-lane ``b16``/``b32`` ones,
+16-byte ``cp.async`` copies where the compiler pipelines the row loop's x loads into shared memory).
+
+Output: docs/experiments/results/layernorm_classes_ptx.txt (this checkout's Triton compiler and ptxas, sm_90a).
+
+    cd docs/experiments && TRITON_INTERPRET= python layernorm_classes_ptx.py > results/layernorm_classes_ptx.txt
+"""
+
+import collections
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+os.environ.pop("TRITON_INTERPRET", None)
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from kernels import layernorm as ln  # noqa: E402
+
+ptxas = next(pathlib.Path(triton.__file__).parent.glob("backends/nvidia/bin/ptxas"))
+OPS = re.compile(r"\b(ld\.global(?:\.\w+)*|st\.global(?:\.\w+)*|cp\.async(?:\.\w+)*)")
+
+
+def build(fn, sig, const, warps, divisible):
+    k = triton.compile(
+        ASTSource(fn=fn, signature=sig, constexprs=const, attrs={(i,): [["tt.divisibility", 16]] for i in divisible}),
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": warps},
+    )
+    ptx = k.asm["ptx"]
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+        f.write(ptx)
+    r = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"], capture_output=True, text=True)
+    txt = r.stderr + r.stdout
+    regs = re.findall(r"Used (\d+) registers", txt)
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", txt)
+    ops = collections.Counter(m.group(1).replace(".L1::evict_last", "") for m in OPS.finditer(ptx))
+    return regs, spills, dict(sorted(ops.items())), k.metadata.shared
+
+
+print(f"triton {triton.__version__}, sm_90a, N = 4097 (BLOCK_N 4096 for 16 bits, 4096 for fp32 with VEC 4)")
+for dt, vec in (("fp16", 8), ("bf16", 8), ("fp32", 4)):
+    block = ln.body_block(4097, vec)
+    sig = {f"{p}_ptr": f"*{dt}" for p in ("out", "x", "w", "b")}
+    sig |= dict.fromkeys(("n_rows", "N", "period", "stride_xm", "stride_om"), "i32") | {"eps": "fp32"}
+    sig |= dict.fromkeys(("BLOCK_N", "VEC", "NUM_STAGES", "CLASS_ZERO_AFFINE"), "constexpr")
+    for cfg in ln.CLASSES_SPACE:
+        const = {"BLOCK_N": block, "VEC": vec, "NUM_STAGES": cfg["num_stages"], "CLASS_ZERO_AFFINE": False}
+        regs, spills, ops, shared = build(ln._layernorm_classes_kernel, sig, const, cfg["num_warps"], (0, 1, 2, 3))
+        print(f"{dt} triton_persistent {cfg}: registers {regs} spills {spills} shared {shared} B; {ops}")
+    sig = {f"{p}_ptr": f"*{dt}" for p in ("out", "x", "w", "b")}
+    sig |= {"N": "i32", "stride_xm": "i32", "stride_om": "i32", "eps": "fp32"}
+    sig |= dict.fromkeys(("BLOCK_N", "ALIGNED", "VEC", "KEEP_TAIL"), "constexpr")
+    for warps in (4, 8, 16):
+        const = {"BLOCK_N": block, "ALIGNED": True, "VEC": vec, "KEEP_TAIL": True}
+        regs, spills, ops, shared = build(ln._layernorm_row_kernel, sig, const, warps, (0, 1, 2, 3))
+        print(f"{dt} triton_row aligned=1 {warps} warps: registers {regs} spills {spills} shared {shared} B; {ops}")
