@@ -258,8 +258,13 @@ def test_alignment_period_is_the_rows_after_which_row_starts_repeat():
 @pytest.mark.parametrize("dtype", list(SPEC.tolerances))
 @pytest.mark.parametrize(
     "config",
-    [{"num_warps": 8, "programs_per_sm": 4, "num_stages": 2}, {"num_warps": 1, "programs_per_sm": 1, "num_stages": 1}],
-    ids=["default", "one-program-a-class"],
+    [
+        {"num_warps": 4, "rows": 1, "num_stages": 1, "programs_per_sm": 8},
+        {"num_warps": 4, "rows": 2, "num_stages": 2, "programs_per_sm": 8},
+        {"num_warps": 1, "rows": 1, "num_stages": 1, "programs_per_sm": 1},
+        {"num_warps": 1, "rows": 2, "num_stages": 1, "programs_per_sm": 1},
+    ],
+    ids=["rows1", "rows2-stages2", "one-program-a-class", "one-program-a-class-rows2"],
 )
 @pytest.mark.parametrize(
     ("n_rows", "n_cols", "stride"),
@@ -268,11 +273,20 @@ def test_alignment_period_is_the_rows_after_which_row_starts_repeat():
 )
 def test_persistent_passes_the_gate(n_rows, n_cols, stride, config, dtype):
     # The interpreter's 4 "SMs": at 1 program an SM each class of 129-wide rows has one program walking 4-5
-    # rows; the default gives two a class. Every row of every class is checked (the output is poisoned).
-    assert config == PERSISTENT.default_config(Shape({"M": 1, "N": 1}, "t"), dtype) or config["num_stages"] == 1
+    # rows (rows=2: pairs, and a last row alone where a class has an odd number); 8 an SM give four a class.
+    # Every row of every class is checked (the output is poisoned).
     shape = Shape({"M": n_rows, "N": n_cols, "stride": stride}, "test")
     record = correctness.check_implementation(SPEC, PERSISTENT, shape, dtype, SEEDS, config)
     assert record["status"] == "pass", record["failure"]
+
+
+def test_persistent_default_is_in_its_space_and_survives_pruning():
+    shape = Shape({"M": 8192, "N": 4097}, "t")
+    assert PERSISTENT.default_config(shape, torch.float16) == PERSISTENT.configs(shape, torch.float16)[0]
+    kept = [c for c in PERSISTENT.configs(shape, torch.float16) if not PERSISTENT.prune(c, shape, torch.float16, {})]
+    assert PERSISTENT.default_config(shape, torch.float16) in kept
+    assert {"num_warps": 2, "rows": 2, "num_stages": 1, "programs_per_sm": 8} not in kept  # would spill
+    assert "spills" in PERSISTENT.prune({"num_warps": 2, "rows": 2, "num_stages": 1}, shape, torch.float16, {})
 
 
 @pytest.mark.parametrize("shape", SPEC.shape_sets["cpu"], ids=lambda s: s.id)
@@ -288,8 +302,6 @@ def test_persistent_is_offered_only_where_triton_cannot_prove_rows_aligned():
     assert PERSISTENT.supports(Shape({"M": 8192, "N": 4097}, "t"), torch.float16) is None
     assert "Triton specialises" in PERSISTENT.supports(Shape({"M": 16384, "N": 4096}, "t"), torch.float16)
     assert PERSISTENT.supports(Shape({"M": 4, "N": 70, "stride": 80}, "t"), torch.float16)  # x, y differ by 20 B
-    for config in PERSISTENT.configs(Shape({"M": 8192, "N": 4097}, "t"), torch.float16):
-        assert PERSISTENT.prune(config, Shape({"M": 8192, "N": 4097}, "t"), torch.float16, {}) is None
 
 
 def test_persistent_grid_is_whole_classes_and_never_more_than_resident():
@@ -317,22 +329,18 @@ def test_persistent_prefetches_x_with_16_byte_copies_on_sm90():
 
     # N = 4097 in 16 bits, 4096-wide body, 8 warps: 16 elements (two 16-byte vectors) of x a thread a row.
     # One stage loads the body with 16-byte loads; two stages make them cp.async copies into shared memory
-    # (the next row's x in flight while this one is reduced). y is stored 16 bytes at a time either way.
+    # (the next row's x in flight while this one is reduced); rows=2 loads two rows' bodies. y is stored 16
+    # bytes at a time either way.
     sig = {f"{p}_ptr": "*fp16" for p in ("out", "x", "w", "b")}
     sig |= dict.fromkeys(("n_rows", "N", "period", "stride_xm", "stride_om"), "i32") | {"eps": "fp32"}
-    sig |= dict.fromkeys(("BLOCK_N", "VEC", "NUM_STAGES", "CLASS_ZERO_AFFINE"), "constexpr")
+    sig |= dict.fromkeys(("BLOCK_N", "VEC", "NUM_STAGES", "ROWS", "CLASS_ZERO_AFFINE"), "constexpr")
     cases = [
-        [
-            "kernels.layernorm",
-            "_layernorm_classes_kernel",
-            sig,
-            {"BLOCK_N": 4096, "VEC": 8, "NUM_STAGES": s},
-            8,
-            [0, 1, 2, 3],
-        ]
-        for s in (1, 2)
+        ["kernels.layernorm", "_layernorm_classes_kernel", sig, {"BLOCK_N": 4096, "VEC": 8, "NUM_STAGES": s, "ROWS": r}]
+        + [8, [0, 1, 2, 3]]
+        for s, r in ((1, 1), (2, 1), (1, 2))
     ]
-    one, two = sm90_memory_ops(cases)
+    one, two, pair = sm90_memory_ops(cases)
     assert one.get("ld.global.v4.b32") == 2 and "cp.async.cg.shared.global" not in one
     assert two.get("cp.async.cg.shared.global") == 4 and "ld.global.v4.b32" not in two
+    assert pair.get("ld.global.v4.b32") == 4 and pair.get("st.global.v4.b32") == 4
     assert one.get("st.global.v4.b32") == two.get("st.global.v4.b32") == 2
