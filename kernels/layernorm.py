@@ -17,8 +17,7 @@ Variants:
   (Chan et al.), so x is read once. On an H200 the exchange limits it (docs/kernel-notes.md, session 14).
 * ``triton_persistent`` — rows Triton cannot prove aligned (odd N): persistent programs, each walking the rows
   of one alignment class (rows ``period`` apart start at the same offset from a 16-byte boundary), so weight and
-  bias are loaded once into registers at that class's columns and every row's x and y move 16 bytes at a time;
-  ``num_stages`` 2 prefetches the next row's x into shared memory.
+  bias are loaded once into registers at that class's columns and every row's x and y move 16 bytes at a time.
 
 Invariants: ``xhat = (y - bias) / weight`` (weight is drawn in [0.5, 1.5], so the division is well
 conditioned) must have, per row, mean 0 and variance var / (var + eps).
@@ -161,22 +160,9 @@ def _split_row_stats(x_row, N, eps, head, tail_start, edge, cols, head_mask, bod
     """Load a row split as ``row_split`` splits it (the body 16 bytes at a time) and return its centred head,
     body and tail (zero on masked lanes) in fp32, and ``rstd``: the mean first, then the variance of the
     centred values, both over registers."""
-    x_head, x_body, x_tail = _split_row_load(x_row, head, tail_start, edge, cols, head_mask, body_mask, tail_mask)
-    return _split_row_centre(x_head, x_body, x_tail, N, eps, head_mask, body_mask, tail_mask)
-
-
-@triton.jit
-def _split_row_load(x_row, head, tail_start, edge, cols, head_mask, body_mask, tail_mask):
-    """The head, body (16 bytes at a time) and tail of a row split as ``row_split`` splits it, in fp32."""
     x_head = tl.load(x_row + edge, mask=head_mask, other=0.0).to(tl.float32)
     x_body = tl.load(tl.multiple_of(x_row + head, 16) + cols, mask=body_mask, other=0.0).to(tl.float32)
     x_tail = tl.load(x_row + tail_start + edge, mask=tail_mask, other=0.0).to(tl.float32)
-    return x_head, x_body, x_tail
-
-
-@triton.jit
-def _split_row_centre(x_head, x_body, x_tail, N, eps, head_mask, body_mask, tail_mask):
-    """The centred pieces of a split row (zero on masked lanes) and its ``rstd``."""
     mean = (tl.sum(x_head, axis=0) + tl.sum(x_body, axis=0) + tl.sum(x_tail, axis=0)) / N
     # Masked lanes must not contribute (mean - 0)^2 to the variance.
     xc_head = tl.where(head_mask, x_head - mean, 0.0)
@@ -202,8 +188,6 @@ def _layernorm_classes_kernel(
     eps,
     BLOCK_N: tl.constexpr,
     VEC: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
-    ROWS: tl.constexpr = 1,
     CLASS_ZERO_AFFINE: tl.constexpr = False,
 ):
     """Persistent programs, each over the rows of one alignment class, with weight and bias in registers.
@@ -212,10 +196,10 @@ def _layernorm_classes_kernel(
     ``period``, 16 bytes over the gcd of 16 and the row stride's bytes), so the rows ``cls, cls + period, ...``
     of one class split at the same column (``row_split``). Program ``pid`` takes class ``pid % period``, loads
     weight and bias at that class's head, body and tail columns once (lane by lane: they start on a boundary
-    only for class 0's alignment), and then walks its share of the class's rows, ``ROWS`` (1 or 2) at a time,
-    all of them loaded before the first is reduced: x and y 16 bytes at a time and no per-row weight or bias
-    load, which on odd N kept the one-row kernels at half the copy bandwidth (docs/kernel-notes.md, session
-    13). ``NUM_STAGES`` > 1 lets the compiler prefetch the next rows' x.
+    only for class 0's alignment), and then walks its share of the class's rows: x and y 16 bytes at a time
+    and no per-row weight or bias load, which on odd N kept the one-row kernels at half the copy bandwidth
+    (docs/kernel-notes.md, session 13). Two rows a program at a time and a compiler prefetch of the next row
+    (``tl.range`` stages) were timed slower on an H200 (session 15) and are not kept.
     ``CLASS_ZERO_AFFINE`` is True only in the negative control ``classes_one_offset``: every class's weight and
     bias read as if its rows split where class 0's do (shifted by the difference of the heads)."""
     pid = tl.program_id(0)
@@ -239,87 +223,18 @@ def _layernorm_classes_kernel(
     b_body = _load_columns(b_ptr, head + shift, cols, body_mask, N)
     w_tail = _load_columns(w_ptr, tail_start + shift, edge, tail_mask, N)
     b_tail = _load_columns(b_ptr, tail_start + shift, edge, tail_mask, N)
+    dtype = out_ptr.dtype.element_ty
     rows_in_class = tl.cdiv(n_rows - cls, period)
-    for group in tl.range(pid // period, tl.cdiv(rows_in_class, ROWS), per_class, num_stages=NUM_STAGES):
-        row = cls + tl.cast(group, tl.int64) * (ROWS * period)
+    for i in range(pid // period, rows_in_class, per_class):
+        row = cls + tl.cast(i, tl.int64) * period
         x_row, out_row = x_ptr + row * stride_xm, out_ptr + row * stride_om
-        xh, xb, xt = _split_row_load(x_row, head, tail_start, edge, cols, head_mask, body_mask, tail_mask)
-        if ROWS == 2:
-            second = group * 2 + 1 < rows_in_class
-            hm2, bm2, tm2 = head_mask & second, body_mask & second, tail_mask & second
-            xh2, xb2, xt2 = _split_row_load(x_row + period * stride_xm, head, tail_start, edge, cols, hm2, bm2, tm2)
-        xh, xb, xt, rstd = _split_row_centre(xh, xb, xt, N, eps, head_mask, body_mask, tail_mask)
-        _class_row_store(
-            out_row,
-            xh,
-            xb,
-            xt,
-            rstd,
-            w_head,
-            w_body,
-            w_tail,
-            b_head,
-            b_body,
-            b_tail,
-            head,
-            tail_start,
-            edge,
-            cols,
-            head_mask,
-            body_mask,
-            tail_mask,
+        xc_head, xc_body, xc_tail, rstd = _split_row_stats(
+            x_row, N, eps, head, tail_start, edge, cols, head_mask, body_mask, tail_mask
         )
-        if ROWS == 2:
-            xh2, xb2, xt2, rstd2 = _split_row_centre(xh2, xb2, xt2, N, eps, hm2, bm2, tm2)
-            _class_row_store(
-                out_row + period * stride_om,
-                xh2,
-                xb2,
-                xt2,
-                rstd2,
-                w_head,
-                w_body,
-                w_tail,
-                b_head,
-                b_body,
-                b_tail,
-                head,
-                tail_start,
-                edge,
-                cols,
-                hm2,
-                bm2,
-                tm2,
-            )
-
-
-@triton.jit
-def _class_row_store(
-    out_row,
-    xh,
-    xb,
-    xt,
-    rstd,
-    w_head,
-    w_body,
-    w_tail,
-    b_head,
-    b_body,
-    b_tail,
-    head,
-    tail_start,
-    edge,
-    cols,
-    head_mask,
-    body_mask,
-    tail_mask,
-):
-    """Store ``xc * rstd * weight + bias`` of a split row, weight and bias (fp32) from registers."""
-    dtype = out_row.dtype.element_ty
-    tl.store(out_row + edge, (xh * rstd * w_head + b_head).to(dtype), mask=head_mask)
-    body = (xb * rstd * w_body + b_body).to(dtype)
-    tl.store(tl.multiple_of(out_row + head, 16) + cols, body, mask=body_mask)
-    tl.store(out_row + tail_start + edge, (xt * rstd * w_tail + b_tail).to(dtype), mask=tail_mask)
+        tl.store(out_row + edge, (xc_head * rstd * w_head + b_head).to(dtype), mask=head_mask)
+        body_y = (xc_body * rstd * w_body + b_body).to(dtype)
+        tl.store(tl.multiple_of(out_row + head, 16) + cols, body_y, mask=body_mask)
+        tl.store(out_row + tail_start + edge, (xc_tail * rstd * w_tail + b_tail).to(dtype), mask=tail_mask)
 
 
 @triton.jit
@@ -526,8 +441,6 @@ def _prepare_classes(inputs: Inputs, out: torch.Tensor, config, class_zero_affin
     meta = {
         "BLOCK_N": body_block(n_cols, vec),
         "VEC": vec,
-        "NUM_STAGES": int(config["num_stages"]),
-        "ROWS": int(config.get("rows", 1)),
         "CLASS_ZERO_AFFINE": class_zero_affine,
         "num_warps": int(config["num_warps"]),
     }
@@ -550,16 +463,12 @@ def _prepare_classes(inputs: Inputs, out: torch.Tensor, config, class_zero_affin
     return launch_resident(_layernorm_classes_kernel, args, meta, limits, grid_for, out)
 
 
-# Listed most promising first; the default is the fastest config of session 15's first H200 run at both odd
-# widths (docs/kernel-notes.md). programs_per_sm is an upper bound: the grid holds no more programs than are
+# Listed most promising first. programs_per_sm is an upper bound: the grid holds no more programs than are
 # resident at once (teams.resident_on_device). The sm_90 build for the 4096-wide body of N = 4097 in 16 bits
-# (docs/experiments/layernorm_classes_ptx.py) takes 165 registers a thread at 4 warps (3 programs an SM), 182
-# with rows=2 (2 programs, so 4 rows in flight an SM), 80 at 8 warps (3), 111 with rows=2 (2); num_stages=2
-# turns the x loads into 16-byte cp.async copies (a prefetch of the next rows), which at 8 warps measured slower.
-CLASSES_SPACE = tuple(
-    {"num_warps": w, "rows": r, "num_stages": s, "programs_per_sm": 8}
-    for w, r, s in ((4, 1, 1), (4, 2, 1), (8, 2, 1), (4, 1, 2), (4, 2, 2), (8, 1, 1), (2, 1, 1))
-)
+# (docs/experiments/layernorm_classes_ptx.py) takes 165 registers a thread at 4 warps (3 programs an SM), 254 at
+# 2 (4), 80 at 8 (3). On the H200 (session 15, docs/kernel-notes.md) 4 warps were the fastest in 4 of 6 odd-N
+# cases, 2 warps at N = 4097 in 16 bits (7 % faster there, 31 % slower at N = 2049).
+CLASSES_SPACE = tuple({"num_warps": w, "programs_per_sm": 8} for w in (4, 2, 8))
 
 
 def _classes_default(shape: Shape, dtype: torch.dtype) -> dict:
@@ -573,11 +482,10 @@ def _classes_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
 def _classes_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
     block = body_block(shape["N"], vec_elements(element_size(dtype)))
     per_thread = block // (32 * int(config["num_warps"]))
-    rows = int(config.get("rows", 1))
-    # weight, bias and each row of x are live together across the loop: 3 x 64 fp32 values a thread fit (2 warps,
-    # N = 4097 in 16 bits: 254 registers), 4 x 64 spill (the same with rows=2)
-    if (2 + rows) * per_thread > 192:
-        return f"{per_thread} values a thread of each of weight, bias and {rows} row(s) of x: spills past 255 registers"
+    # x, weight and bias are live together across the loop: 64 fp32 values a thread of each fit (2 warps,
+    # N = 4097 in 16 bits: 254 registers, no spills); 128 would not
+    if per_thread > 64:
+        return f"{per_thread} values a thread of each of x, weight and bias: spills past 255 registers"
     return idle_warps(shape["N"], config["num_warps"])
 
 

@@ -258,13 +258,8 @@ def test_alignment_period_is_the_rows_after_which_row_starts_repeat():
 @pytest.mark.parametrize("dtype", list(SPEC.tolerances))
 @pytest.mark.parametrize(
     "config",
-    [
-        {"num_warps": 4, "rows": 1, "num_stages": 1, "programs_per_sm": 8},
-        {"num_warps": 4, "rows": 2, "num_stages": 2, "programs_per_sm": 8},
-        {"num_warps": 1, "rows": 1, "num_stages": 1, "programs_per_sm": 1},
-        {"num_warps": 1, "rows": 2, "num_stages": 1, "programs_per_sm": 1},
-    ],
-    ids=["rows1", "rows2-stages2", "one-program-a-class", "one-program-a-class-rows2"],
+    [{"num_warps": 4, "programs_per_sm": 8}, {"num_warps": 1, "programs_per_sm": 1}],
+    ids=["default", "one-program-a-class"],
 )
 @pytest.mark.parametrize(
     ("n_rows", "n_cols", "stride"),
@@ -273,8 +268,7 @@ def test_alignment_period_is_the_rows_after_which_row_starts_repeat():
 )
 def test_persistent_passes_the_gate(n_rows, n_cols, stride, config, dtype):
     # The interpreter's 4 "SMs": at 1 program an SM each class of 129-wide rows has one program walking 4-5
-    # rows (rows=2: pairs, and a last row alone where a class has an odd number); 8 an SM give four a class.
-    # Every row of every class is checked (the output is poisoned).
+    # rows; 8 an SM give four a class. Every row of every class is checked (the output is poisoned).
     shape = Shape({"M": n_rows, "N": n_cols, "stride": stride}, "test")
     record = correctness.check_implementation(SPEC, PERSISTENT, shape, dtype, SEEDS, config)
     assert record["status"] == "pass", record["failure"]
@@ -285,8 +279,8 @@ def test_persistent_default_is_in_its_space_and_survives_pruning():
     assert PERSISTENT.default_config(shape, torch.float16) == PERSISTENT.configs(shape, torch.float16)[0]
     kept = [c for c in PERSISTENT.configs(shape, torch.float16) if not PERSISTENT.prune(c, shape, torch.float16, {})]
     assert PERSISTENT.default_config(shape, torch.float16) in kept
-    assert {"num_warps": 2, "rows": 2, "num_stages": 1, "programs_per_sm": 8} not in kept  # would spill
-    assert "spills" in PERSISTENT.prune({"num_warps": 2, "rows": 2, "num_stages": 1}, shape, torch.float16, {})
+    assert len(kept) == 3
+    assert "spills" in PERSISTENT.prune({"num_warps": 1, "programs_per_sm": 8}, shape, torch.float16, {})
 
 
 @pytest.mark.parametrize("shape", SPEC.shape_sets["cpu"], ids=lambda s: s.id)
@@ -324,23 +318,15 @@ def test_persistent_grid_is_whole_classes_and_never_more_than_resident():
     assert calls == [(16,)]  # 4 interpreter SMs x 4 programs: two programs for each of the 8 classes
 
 
-def test_persistent_prefetches_x_with_16_byte_copies_on_sm90():
+def test_persistent_moves_x_and_y_16_bytes_at_a_time_on_sm90():
     from test_softmax import sm90_memory_ops
 
-    # N = 4097 in 16 bits, 4096-wide body, 8 warps: 16 elements (two 16-byte vectors) of x a thread a row.
-    # One stage loads the body with 16-byte loads; two stages make them cp.async copies into shared memory
-    # (the next row's x in flight while this one is reduced); rows=2 loads two rows' bodies. y is stored 16
-    # bytes at a time either way.
+    # N = 4097 in 16 bits, 4096-wide body: at 4 warps 32 elements (four 16-byte vectors) of x a thread a row,
+    # and of y; weight and bias lane by lane, as in triton_row (but once a program, not once a row).
     sig = {f"{p}_ptr": "*fp16" for p in ("out", "x", "w", "b")}
     sig |= dict.fromkeys(("n_rows", "N", "period", "stride_xm", "stride_om"), "i32") | {"eps": "fp32"}
-    sig |= dict.fromkeys(("BLOCK_N", "VEC", "NUM_STAGES", "ROWS", "CLASS_ZERO_AFFINE"), "constexpr")
-    cases = [
-        ["kernels.layernorm", "_layernorm_classes_kernel", sig, {"BLOCK_N": 4096, "VEC": 8, "NUM_STAGES": s, "ROWS": r}]
-        + [8, [0, 1, 2, 3]]
-        for s, r in ((1, 1), (2, 1), (1, 2))
-    ]
-    one, two, pair = sm90_memory_ops(cases)
-    assert one.get("ld.global.v4.b32") == 2 and "cp.async.cg.shared.global" not in one
-    assert two.get("cp.async.cg.shared.global") == 4 and "ld.global.v4.b32" not in two
-    assert pair.get("ld.global.v4.b32") == 4 and pair.get("st.global.v4.b32") == 4
-    assert one.get("st.global.v4.b32") == two.get("st.global.v4.b32") == 2
+    sig |= dict.fromkeys(("BLOCK_N", "VEC", "CLASS_ZERO_AFFINE"), "constexpr")
+    [ops] = sm90_memory_ops(
+        [["kernels.layernorm", "_layernorm_classes_kernel", sig, {"BLOCK_N": 4096, "VEC": 8}, 4, [0, 1, 2, 3]]]
+    )
+    assert ops.get("ld.global.v4.b32") == 4 and ops.get("st.global.v4.b32") == 4

@@ -3,7 +3,10 @@ config of its sweep, beside ``triton_row`` at aligned=1: ptxas's registers and s
 memory instructions in the PTX (16-byte ``v4`` loads and stores of the body, lane-by-lane ``b16``/``b32`` ones,
 16-byte ``cp.async`` copies where the compiler pipelines the row loop's x loads into shared memory).
 
-Output: docs/experiments/results/layernorm_classes_ptx.txt (this checkout's Triton compiler and ptxas, sm_90a).
+Ran at commit f2d60bc, whose sweep still had ``num_stages`` (1 or 2: a ``tl.range`` prefetch of the next row),
+removed after the H200 timed 2 stages slower in every odd-N case (docs/kernel-notes.md, session 15); check that
+commit out to run it again. Output: docs/experiments/results/layernorm_classes_ptx.txt (triton 3.7.1's compiler
+and ptxas, sm_90a).
 
     cd docs/experiments && TRITON_INTERPRET= python layernorm_classes_ptx.py > results/layernorm_classes_ptx.txt
 """
