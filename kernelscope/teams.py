@@ -19,8 +19,8 @@ another's loads (docs/kernel-notes.md, session 14). It is not kept.
 
 The wait needs every program of a team resident at once: ``prepare_team_launch`` sizes the grid from the
 compiled kernel's registers and shared memory (``launch_resident``, which ``layernorm.triton_persistent`` uses
-too, so that none of its persistent programs waits for a free SM). ``PHASE``: 0 on a GPU (one launch, with the wait); the
-interpreter runs programs one after another, so a waiting program would wait for a teammate that has not
+too, so that none of its persistent programs waits for a free SM). ``PHASE``: 0 on a GPU (one launch, with the
+wait); the interpreter runs programs one after another, so a waiting program would wait for a teammate that has not
 started: there the launcher runs PHASE 1 (publish) and then PHASE 2 (combine, write), the same arithmetic
 with the launch boundary as the barrier.
 """
