@@ -106,7 +106,7 @@ def main():
                 got = run().double()
                 ok = bool(torch.isfinite(got).all()) and torch.allclose(got, ref, rtol=tol.rtol, atol=tol.atol)
                 us = triton.testing.do_bench(run, warmup=50, rep=300) * 1e3
-                line.append(f"{name} {us:.1f} us ({gb / us * 1e6 / 1e3:.0f} GB/s){'' if ok else ' WRONG'}")
+                line.append(f"{name} {us:.1f} us ({gb / (us * 1e-6):.0f} GB/s){'' if ok else ' WRONG'}")
             print("\n  ".join(line))
 
 
