@@ -16,37 +16,22 @@ import collections
 import os
 import pathlib
 import re
-import subprocess
 import sys
-import tempfile
 
 os.environ.pop("TRITON_INTERPRET", None)
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
 import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
+from sm90_build import build_sm90  # noqa: E402
 
 from kernels import layernorm as ln  # noqa: E402
 from kernelscope import teams  # noqa: E402
 
-ptxas = next(pathlib.Path(triton.__file__).parent.glob("backends/nvidia/bin/ptxas"))
 OPS = re.compile(r"\b(ld\.global(?:\.\w+)*|st\.global(?:\.\w+)*|cp\.async(?:\.\w+)*)")
 
 
 def build(fn, sig, const, warps, divisible):
-    k = triton.compile(
-        ASTSource(fn=fn, signature=sig, constexprs=const, attrs={(i,): [["tt.divisibility", 16]] for i in divisible}),
-        target=GPUTarget("cuda", 90, 32),
-        options={"num_warps": warps},
-    )
-    ptx = k.asm["ptx"]
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
-        f.write(ptx)
-    r = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"], capture_output=True, text=True)
-    txt = r.stderr + r.stdout
-    regs = re.findall(r"Used (\d+) registers", txt)
-    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", txt)
+    k, ptx, regs, spills = build_sm90(fn, sig, const, warps, divisible)
     ops = collections.Counter(m.group(1).replace(".L1::evict_last", "") for m in OPS.finditer(ptx))
     return regs, spills, dict(sorted(ops.items())), k.metadata.shared
 

@@ -3,7 +3,8 @@
 team's spin wait (the first acquire poll) in the PTX, which is what the prefetch is for.
 
 Ran at commit 2ccee80, whose kernels had the ``PREFETCH`` switch (removed after the H200 timed it slower in
-every wide-row case: docs/kernel-notes.md, session 14); check that commit out to run it again. Output:
+every wide-row case: docs/kernel-notes.md, session 14); check that commit out to run it again (there the
+build step is in this file; here it is ``sm90_build.build_sm90``, shared with layernorm_classes_ptx.py). Output:
 docs/experiments/results/split_prefetch_ptx.txt (triton 3.7.1's compiler and ptxas, sm_90a).
 
     TRITON_INTERPRET= python docs/experiments/split_prefetch_ptx.py > docs/experiments/results/split_prefetch_ptx.txt
@@ -12,37 +13,20 @@ docs/experiments/results/split_prefetch_ptx.txt (triton 3.7.1's compiler and ptx
 import os
 import pathlib
 import re
-import subprocess
 import sys
-import tempfile
 
 os.environ.pop("TRITON_INTERPRET", None)
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
-import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
+from sm90_build import build_sm90  # noqa: E402
 
 from kernels import layernorm as ln  # noqa: E402
 from kernels import softmax as sm  # noqa: E402
 
-ptxas = next(pathlib.Path(triton.__file__).parent.glob("backends/nvidia/bin/ptxas"))
-
 
 def build(fn, sig, const, warps, divisible):
     # the arguments a launch specialises as multiples of 16: pointers, N = 65536 and the row strides
-    k = triton.compile(
-        ASTSource(fn=fn, signature=sig, constexprs=const, attrs={(i,): [["tt.divisibility", 16]] for i in divisible}),
-        target=GPUTarget("cuda", 90, 32),
-        options={"num_warps": warps},
-    )
-    ptx = k.asm["ptx"]
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
-        f.write(ptx)
-    r = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"], capture_output=True, text=True)
-    txt = r.stderr + r.stdout
-    regs = re.findall(r"Used (\d+) registers", txt)
-    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", txt)
+    _, ptx, regs, spills = build_sm90(fn, sig, const, warps, divisible)
     lines = ptx.splitlines()
     # the poll: an atomic add of 0 with acquire semantics, which the compiler emits as an acquire load
     poll = next(i for i, line in enumerate(lines) if re.search(r"\.acquire\.", line))
