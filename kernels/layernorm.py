@@ -18,6 +18,9 @@ Variants:
 * ``triton_persistent`` — rows Triton cannot prove aligned (odd N): persistent programs, each walking the rows
   of one alignment class (rows ``period`` apart start at the same offset from a 16-byte boundary), so weight and
   bias are loaded once into registers at that class's columns and every row's x and y move 16 bytes at a time.
+* ``triton_staged`` — the same rows, one program a row: a first launch writes each class's weight and bias
+  shifted to its body columns into a small workspace, which every row then reads 16 bytes at a time, so the
+  registers hold the row alone.
 
 Invariants: ``xhat = (y - bias) / weight`` (weight is drawn in [0.5, 1.5], so the division is well
 conditioned) must have, per row, mean 0 and variance var / (var + eps).
@@ -235,6 +238,84 @@ def _layernorm_classes_kernel(
         body_y = (xc_body * rstd * w_body + b_body).to(dtype)
         tl.store(tl.multiple_of(out_row + head, 16) + cols, body_y, mask=body_mask)
         tl.store(out_row + tail_start + edge, (xc_tail * rstd * w_tail + b_tail).to(dtype), mask=tail_mask)
+
+
+@triton.jit
+def _stage_affine_kernel(
+    ws_w,
+    ws_b,
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    N,
+    stride_xm,
+    BLOCK_N: tl.constexpr,
+    PITCH: tl.constexpr,
+    VEC: tl.constexpr,
+    CLASS_ZERO_AFFINE: tl.constexpr = False,
+):
+    """Program ``cls`` writes weight and bias at the body columns of alignment class ``cls`` (its rows'
+    ``row_split`` head onwards) to row ``cls`` of the workspaces ``ws_w`` and ``ws_b`` (``PITCH`` elements a row,
+    a multiple of 16 bytes), so that the row kernel reads them 16 bytes at a time. ``CLASS_ZERO_AFFINE`` (the
+    negative control ``staged_one_offset`` only) writes class 0's columns for every class."""
+    cls = tl.program_id(0)
+    head, body = row_split(x_ptr + cls * tl.cast(stride_xm, tl.int64), N, VEC)
+    if CLASS_ZERO_AFFINE:
+        head = row_split(x_ptr, N, VEC)[0]
+    cols = tl.arange(0, BLOCK_N)
+    mask = (cols < body) & (head + cols < N)
+    tl.store(ws_w + cls * PITCH + cols, tl.load(w_ptr + head + cols, mask=mask, other=0.0), mask=cols < body)
+    tl.store(ws_b + cls * PITCH + cols, tl.load(b_ptr + head + cols, mask=mask, other=0.0), mask=cols < body)
+
+
+@triton.jit
+def _layernorm_staged_kernel(
+    out_ptr,
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    ws_w,
+    ws_b,
+    N,
+    period,
+    stride_xm,
+    stride_om,
+    eps,
+    BLOCK_N: tl.constexpr,
+    PITCH: tl.constexpr,
+    VEC: tl.constexpr,
+    CLASS_ZERO_AFFINE: tl.constexpr = False,
+):
+    """One program a row, split as ``row_split`` splits it; the body's weight and bias come from row
+    ``row % period`` of the workspaces ``_stage_affine_kernel`` wrote, so x, y, weight and bias of the body all
+    move 16 bytes at a time and the registers hold the row only (triton_persistent holds weight and bias in
+    them, which capped its programs an SM at 3-6: docs/kernel-notes.md, session 15). Head and tail (fewer
+    than ``VEC`` columns each) read weight and bias lane by lane, from L1/L2. ``CLASS_ZERO_AFFINE`` (the negative
+    control ``staged_one_offset`` only) reads them at class 0's columns too, as the staging kernel does."""
+    row = tl.program_id(0).to(tl.int64)
+    cls = row % period
+    x_row, out_row = x_ptr + row * stride_xm, out_ptr + row * stride_om
+    head, body = row_split(x_row, N, VEC)
+    tail_start = head + body
+    edge = tl.arange(0, VEC)
+    cols = tl.arange(0, BLOCK_N)
+    head_mask, body_mask, tail_mask = edge < head, cols < body, edge < N - tail_start
+    xc_head, xc_body, xc_tail, rstd = _split_row_stats(
+        x_row, N, eps, head, tail_start, edge, cols, head_mask, body_mask, tail_mask
+    )
+    shift = 0
+    if CLASS_ZERO_AFFINE:
+        shift = row_split(x_ptr, N, VEC)[0] - head
+    dtype = out_ptr.dtype.element_ty
+    w_head = _load_columns(w_ptr, shift, edge, head_mask, N)
+    b_head = _load_columns(b_ptr, shift, edge, head_mask, N)
+    tl.store(out_row + edge, (xc_head * rstd * w_head + b_head).to(dtype), mask=head_mask)
+    w_tail = _load_columns(w_ptr, tail_start + shift, edge, tail_mask, N)
+    b_tail = _load_columns(b_ptr, tail_start + shift, edge, tail_mask, N)
+    tl.store(out_row + tail_start + edge, (xc_tail * rstd * w_tail + b_tail).to(dtype), mask=tail_mask)
+    w = tl.load(tl.multiple_of(ws_w + cls * PITCH, 16) + cols, mask=body_mask).to(tl.float32)
+    b = tl.load(tl.multiple_of(ws_b + cls * PITCH, 16) + cols, mask=body_mask).to(tl.float32)
+    tl.store(tl.multiple_of(out_row + head, 16) + cols, (xc_body * rstd * w + b).to(dtype), mask=body_mask)
 
 
 @triton.jit
@@ -495,14 +576,13 @@ def _classes_supports(shape: Shape, dtype: torch.dtype) -> str | None:
     return whole_row_unsupported(shape["N"], MAX_ROW_BLOCK)
 
 
-def _classes_one_offset(inputs: Inputs, out: torch.Tensor, config):
-    """Negative control: triton_persistent with every class's weight and bias read as if its rows split where
-    class 0's do, on a copy of x packed to row stride N (whose rows fall in 2-8 classes on every CPU shape and
-    dtype)."""
+def _packed_class_zero_control(inputs: Inputs, prepare, default_config):
+    """A class-0-affine negative control (``prepare(..., class_zero_affine=True)``) on a copy of x packed to row
+    stride N, whose rows fall in 2-8 alignment classes on every CPU shape and dtype."""
     x = inputs["x"]
     packed, staged = x.contiguous(), torch.empty_like(x, memory_format=torch.contiguous_format)
     shape = Shape({"M": x.shape[0], "N": x.shape[1]}, "negative control")
-    run = _prepare_classes({**inputs, "x": packed}, staged, _classes_default(shape, x.dtype), class_zero_affine=True)
+    run = prepare({**inputs, "x": packed}, staged, default_config(shape, x.dtype), class_zero_affine=True)
 
     def control() -> torch.Tensor:
         packed.copy_(x)
@@ -510,6 +590,71 @@ def _classes_one_offset(inputs: Inputs, out: torch.Tensor, config):
         return run().clone()
 
     return control
+
+
+def _classes_one_offset(inputs: Inputs, out: torch.Tensor, config):
+    """Negative control: triton_persistent with every class's weight and bias read as if its rows split where
+    class 0's do, on x packed to row stride N."""
+    return _packed_class_zero_control(inputs, _prepare_classes, _classes_default)
+
+
+def _prepare_staged(inputs: Inputs, out: torch.Tensor, config, class_zero_affine: bool = False):
+    _check(inputs, out)
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    check_split(x, out)
+    n_rows, n_cols = x.shape
+    vec = vec_elements(x.element_size())
+    block = body_block(n_cols, vec)
+    pitch = triton.cdiv(block, vec) * vec  # whole 16-byte vectors a workspace row, so every row starts on one
+    period = alignment_period(x.stride(0), x.element_size())
+    # allocated once here, outside the timed call; both launches are inside it
+    ws_w, ws_b = torch.empty((2, period * pitch), dtype=w.dtype, device=w.device)
+    meta = {"BLOCK_N": block, "PITCH": pitch, "VEC": vec}
+    num_warps = int(config["num_warps"])
+    stage_warps = min(8, max(1, block // (32 * vec)))  # one 16-byte vector a thread: a launch of ``period`` programs
+
+    def run() -> torch.Tensor:
+        _stage_affine_kernel[(period,)](
+            ws_w, ws_b, x, w, b, n_cols, x.stride(0), CLASS_ZERO_AFFINE=class_zero_affine, num_warps=stage_warps,
+            **meta,
+        )  # fmt: skip
+        _layernorm_staged_kernel[(n_rows,)](
+            out, x, w, b, ws_w, ws_b, n_cols, period, x.stride(0), out.stride(0), EPS,
+            CLASS_ZERO_AFFINE=class_zero_affine, num_warps=num_warps, **meta,
+        )  # fmt: skip
+        return out
+
+    return run
+
+
+# Outside the pipeline (docs/experiments/layernorm_staged_affine.py, session 15) one row a program ran fastest at
+# 32 body values a thread in 16 bits (4 warps on N = 4097, 2 on 2049) and at 4 warps in fp32 (32 values on 4097).
+STAGED_NUM_WARPS = (1, 2, 4, 8, 16)
+STAGED_VALUES_A_THREAD = 32
+
+
+def _staged_default(shape: Shape, dtype: torch.dtype) -> dict:
+    block = body_block(shape["N"], vec_elements(element_size(dtype)))
+    return {"num_warps": min(16, max(1, block // (32 * STAGED_VALUES_A_THREAD)))}
+
+
+def _staged_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    return [{"num_warps": w} for w in STAGED_NUM_WARPS]
+
+
+def _staged_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    block = body_block(shape["N"], vec_elements(element_size(dtype)))
+    per_thread = block // (32 * int(config["num_warps"]))
+    # x, x - mean, weight and bias of the body are live together, as in triton_row
+    if per_thread > ROW_MAX_PER_THREAD:
+        return f"{per_thread} body values a thread (> {ROW_MAX_PER_THREAD}): spills past 255 registers"
+    return idle_warps(shape["N"], config["num_warps"])
+
+
+def _staged_one_offset(inputs: Inputs, out: torch.Tensor, config):
+    """Negative control: triton_staged with every class's weight and bias staged (body) and read (head and tail)
+    at class 0's columns, on x packed to row stride N."""
+    return _packed_class_zero_control(inputs, _prepare_staged, _staged_default)
 
 
 def _local_stats_config(shape: Shape, dtype: torch.dtype) -> dict:
@@ -759,6 +904,17 @@ KERNEL = KernelSpec(
             supports=_classes_supports,
         ),
         Implementation(
+            "triton_staged",
+            "triton",
+            _prepare_staged,
+            description="one program per row; a first launch writes each 16-byte alignment class's weight and bias "
+            "shifted to its body columns, so x, y, weight and bias all move 16 bytes at a time",
+            configs=_staged_configs,
+            default_config=_staged_default,
+            prune=_staged_prune,
+            supports=_classes_supports,
+        ),
+        Implementation(
             "torch", "eager", _torch_eager, description="torch.nn.functional.layer_norm (ATen)", writes_out=False
         ),
         Implementation(
@@ -788,6 +944,15 @@ KERNEL = KernelSpec(
             reason="rows too wide for one program's registers, read once by a team of programs that exchange "
             "their chunks' means and M2: the minimal traffic, so near copy bandwidth (issue 24's goal for every "
             "layernorm moving 64 MB or more)",
+        ),
+        Target(
+            "triton_staged",
+            "pct_copy_bw",
+            85,
+            min_bytes=64e6,
+            reason="rows Triton cannot prove aligned (odd N), with every body column of x, y, weight and bias moved "
+            "16 bytes at a time and the registers left to the row (a second, tiny launch stages weight and bias): "
+            "near copy bandwidth (issue 24's goal for every layernorm moving 64 MB or more)",
         ),
         Target(
             "triton_persistent",
@@ -828,6 +993,17 @@ KERNEL = KernelSpec(
             writes_out=False,
             description="triton_persistent with weight and bias read at the first class's columns for every "
             "class, on x packed to row stride N: right only where every row starts at the same alignment",
+            rejected_for="elements outside atol",
+        ),
+        Implementation(
+            "staged_one_offset",
+            "triton",
+            _staged_one_offset,
+            configs=lambda shape, dtype: [_staged_default(shape, dtype)],
+            default_config=_staged_default,
+            writes_out=False,
+            description="triton_staged with every class's weight and bias taken at the first class's columns, on "
+            "x packed to row stride N: right only where every row starts at the same alignment",
             rejected_for="elements outside atol",
         ),
         Implementation(

@@ -330,3 +330,96 @@ def test_persistent_moves_x_and_y_16_bytes_at_a_time_on_sm90():
         [["kernels.layernorm", "_layernorm_classes_kernel", sig, {"BLOCK_N": 4096, "VEC": 8}, 4, [0, 1, 2, 3]]]
     )
     assert ops.get("ld.global.v4.b32") == 4 and ops.get("st.global.v4.b32") == 4
+
+
+# --- triton_staged: one program a row, each class's weight and bias staged at its body columns ---------------
+
+STAGED = SPEC.implementation("triton_staged")
+
+
+@pytest.mark.parametrize("dtype", list(SPEC.tolerances))
+@pytest.mark.parametrize("config", [{"num_warps": 1}, {"num_warps": 4}], ids=["1-warp", "4-warps"])
+@pytest.mark.parametrize(
+    ("n_rows", "n_cols", "stride"),
+    [(9, 1, 1), (9, 3, 3), (3, 5, 5), (37, 129, 129), (5, 70, 78)],
+    ids=["one-element", "under-16-bytes", "fewer-rows-than-classes", "many-rows-a-class", "strided"],
+)
+def test_staged_passes_the_gate(n_rows, n_cols, stride, config, dtype):
+    shape = Shape({"M": n_rows, "N": n_cols, "stride": stride}, "test")
+    record = correctness.check_implementation(SPEC, STAGED, shape, dtype, SEEDS, config)
+    assert record["status"] == "pass", record["failure"]
+
+
+def test_staged_workspace_holds_each_class_weight_from_its_body_start():
+    # 16-bit rows of 129: 8 classes, each row 2 bytes further on; class c's body starts at its first boundary.
+    inputs = SPEC.make_inputs(Shape({"M": 37, "N": 129}, "t"), torch.float16, CPU, seed=0)
+    x, w = inputs["x"], inputs["weight"]
+    staged = []
+    original = layernorm._stage_affine_kernel
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def launch(ws_w, ws_b, *args, **meta):
+                original[grid](ws_w, ws_b, *args, **meta)
+                staged.append((ws_w.clone(), meta["PITCH"]))
+
+            return launch
+
+    layernorm._stage_affine_kernel = Recorder()
+    try:
+        layernorm._prepare_staged(inputs, SPEC.make_output(inputs), {"num_warps": 1})()
+    finally:
+        layernorm._stage_affine_kernel = original
+    [(ws_w, pitch)] = staged
+    assert pitch == 128 and ws_w.numel() == 8 * 128
+    for cls in range(8):
+        head = (8 - (x[cls].data_ptr() % 16) // 2) % 8
+        body = (129 - head) // 8 * 8
+        assert torch.equal(ws_w[cls * pitch : cls * pitch + body], w[head : head + body]), cls
+
+
+def test_staged_default_is_in_its_space_and_survives_pruning():
+    for n, dtype, warps in ((4097, torch.float16, 4), (2049, torch.bfloat16, 2), (4097, torch.float32, 4)):
+        shape = Shape({"M": 8192, "N": n}, "t")
+        default = STAGED.default_config(shape, dtype)
+        assert default == {"num_warps": warps} and default in STAGED.configs(shape, dtype)
+        assert STAGED.prune(default, shape, dtype, {}) is None
+    wide = Shape({"M": 8, "N": 65537}, "t")
+    assert "spills" in STAGED.prune({"num_warps": 1}, wide, torch.float16, {})
+
+
+@pytest.mark.parametrize("shape", SPEC.shape_sets["cpu"], ids=lambda s: s.id)
+def test_staged_one_offset_control_is_rejected_on_every_cpu_shape(shape):
+    control = next(c for c in SPEC.negative_controls if c.name == "staged_one_offset")
+    for dtype in SPEC.tolerances:
+        assert layernorm.alignment_period(shape["N"], torch.finfo(dtype).bits // 8) >= 2
+        record = correctness.check_implementation(SPEC, control, shape, dtype, SEEDS, {})
+        assert record["status"] == "fail" and control.rejected_for in record["failure"], record["failure"]
+
+
+def test_staged_is_offered_only_where_triton_cannot_prove_rows_aligned():
+    assert STAGED.supports(Shape({"M": 8192, "N": 4097}, "t"), torch.float16) is None
+    assert "Triton specialises" in STAGED.supports(Shape({"M": 16384, "N": 4096}, "t"), torch.float16)
+
+
+def test_staged_moves_x_y_weight_and_bias_16_bytes_at_a_time_on_sm90():
+    from test_softmax import sm90_memory_ops
+
+    # N = 4097 in 16 bits, 4096-wide body at 4 warps: 32 elements a thread, four 16-byte vectors each of x,
+    # staged weight, staged bias and y (triton_persistent's weight and bias: lane by lane, once a program).
+    sig = {f"{p}": "*fp16" for p in ("out_ptr", "x_ptr", "w_ptr", "b_ptr", "ws_w", "ws_b")}
+    sig |= dict.fromkeys(("N", "period", "stride_xm", "stride_om"), "i32") | {"eps": "fp32"}
+    sig |= dict.fromkeys(("BLOCK_N", "PITCH", "VEC", "CLASS_ZERO_AFFINE"), "constexpr")
+    [ops] = sm90_memory_ops(
+        [
+            [
+                "kernels.layernorm",
+                "_layernorm_staged_kernel",
+                sig,
+                {"BLOCK_N": 4096, "PITCH": 4096, "VEC": 8},
+                4,
+                [0, 1, 2, 3, 4, 5],
+            ]
+        ]
+    )
+    assert ops.get("ld.global.v4.b32") == 12 and ops.get("st.global.v4.b32") == 4, ops
