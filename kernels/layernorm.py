@@ -20,8 +20,7 @@ Variants:
   bias are loaded once into registers at that class's columns and every row's x and y move 16 bytes at a time.
 * ``triton_staged`` — the same rows, one program a row: a first launch writes each class's weight and bias
   shifted to its body columns into a small workspace, which every row then reads 16 bytes at a time, so the
-  registers hold the row alone. ``fused=1``: the staging in the row launch, the first programs to start staging
-  and the others waiting on a counter (one launch a call).
+  registers hold the row alone.
 
 Invariants: ``xhat = (y - bias) / weight`` (weight is drawn in [0.5, 1.5], so the division is well
 conditioned) must have, per row, mean 0 and variance var / (var + eps).
@@ -242,24 +241,6 @@ def _layernorm_classes_kernel(
 
 
 @triton.jit
-def _stage_class(
-    ws_w, ws_b, x_ptr, w_ptr, b_ptr, cls, N, stride_xm,
-    BLOCK_N: tl.constexpr, PITCH: tl.constexpr, VEC: tl.constexpr, CLASS_ZERO_AFFINE: tl.constexpr,
-):  # fmt: skip
-    """Write weight and bias at the body columns of alignment class ``cls`` (its rows' ``row_split`` head onwards)
-    to row ``cls`` of the workspaces ``ws_w`` and ``ws_b`` (``PITCH`` elements a row, a multiple of 16 bytes), so
-    that the row kernel reads them 16 bytes at a time. ``CLASS_ZERO_AFFINE`` (the negative control
-    ``staged_one_offset`` only) writes class 0's columns for every class."""
-    head, body = row_split(x_ptr + cls * tl.cast(stride_xm, tl.int64), N, VEC)
-    if CLASS_ZERO_AFFINE:
-        head = row_split(x_ptr, N, VEC)[0]
-    cols = tl.arange(0, BLOCK_N)
-    mask = (cols < body) & (head + cols < N)
-    tl.store(ws_w + cls * PITCH + cols, tl.load(w_ptr + head + cols, mask=mask, other=0.0), mask=cols < body)
-    tl.store(ws_b + cls * PITCH + cols, tl.load(b_ptr + head + cols, mask=mask, other=0.0), mask=cols < body)
-
-
-@triton.jit
 def _stage_affine_kernel(
     ws_w,
     ws_b,
@@ -273,24 +254,45 @@ def _stage_affine_kernel(
     VEC: tl.constexpr,
     CLASS_ZERO_AFFINE: tl.constexpr = False,
 ):
-    """Program ``cls`` stages class ``cls`` (``_stage_class``): the first of triton_staged's two launches."""
+    """Program ``cls`` writes weight and bias at the body columns of alignment class ``cls`` (its rows'
+    ``row_split`` head onwards) to row ``cls`` of the workspaces ``ws_w`` and ``ws_b`` (``PITCH`` elements a row,
+    a multiple of 16 bytes), so that the row kernel reads them 16 bytes at a time. ``CLASS_ZERO_AFFINE`` (the
+    negative control ``staged_one_offset`` only) writes class 0's columns for every class."""
     cls = tl.program_id(0)
-    _stage_class(ws_w, ws_b, x_ptr, w_ptr, b_ptr, cls, N, stride_xm, BLOCK_N, PITCH, VEC, CLASS_ZERO_AFFINE)
+    head, body = row_split(x_ptr + cls * tl.cast(stride_xm, tl.int64), N, VEC)
+    if CLASS_ZERO_AFFINE:
+        head = row_split(x_ptr, N, VEC)[0]
+    cols = tl.arange(0, BLOCK_N)
+    mask = (cols < body) & (head + cols < N)
+    tl.store(ws_w + cls * PITCH + cols, tl.load(w_ptr + head + cols, mask=mask, other=0.0), mask=cols < body)
+    tl.store(ws_b + cls * PITCH + cols, tl.load(b_ptr + head + cols, mask=mask, other=0.0), mask=cols < body)
 
 
 @triton.jit
-def _staged_row(
-    row, out_ptr, x_ptr, w_ptr, b_ptr, ws_w, ws_b, N, period, stride_xm, stride_om, eps,
-    BLOCK_N: tl.constexpr, PITCH: tl.constexpr, VEC: tl.constexpr, CLASS_ZERO_AFFINE: tl.constexpr,
-    WS_VOLATILE: tl.constexpr,
-):  # fmt: skip
-    """Row ``row``, split as ``row_split`` splits it; the body's weight and bias come from row ``row % period`` of
-    the workspaces, so x, y, weight and bias of the body all move 16 bytes at a time and the registers hold the row
-    only (triton_persistent holds weight and bias in them, which capped its programs an SM at 3-6:
-    docs/kernel-notes.md, session 15). Head and tail (fewer than ``VEC`` columns each) read weight and bias lane by
-    lane, from L1/L2. ``WS_VOLATILE``: the workspace straight from L2 (written by another program of this
-    launch, so never from a stale L1 line). ``CLASS_ZERO_AFFINE`` (the negative control only) reads weight and
-    bias at class 0's columns, as its staging wrote them."""
+def _layernorm_staged_kernel(
+    out_ptr,
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    ws_w,
+    ws_b,
+    N,
+    period,
+    stride_xm,
+    stride_om,
+    eps,
+    BLOCK_N: tl.constexpr,
+    PITCH: tl.constexpr,
+    VEC: tl.constexpr,
+    CLASS_ZERO_AFFINE: tl.constexpr = False,
+):
+    """One program a row, split as ``row_split`` splits it; the body's weight and bias come from row
+    ``row % period`` of the workspaces ``_stage_affine_kernel`` wrote, so x, y, weight and bias of the body all
+    move 16 bytes at a time and the registers hold the row only (triton_persistent holds weight and bias in
+    them, which capped its programs an SM at 3-6: docs/kernel-notes.md, session 15). Head and tail (fewer
+    than ``VEC`` columns each) read weight and bias lane by lane, from L1/L2. ``CLASS_ZERO_AFFINE`` (the negative
+    control ``staged_one_offset`` only) reads them at class 0's columns too, as the staging kernel does."""
+    row = tl.program_id(0).to(tl.int64)
     cls = row % period
     x_row, out_row = x_ptr + row * stride_xm, out_ptr + row * stride_om
     head, body = row_split(x_row, N, VEC)
@@ -311,72 +313,9 @@ def _staged_row(
     w_tail = _load_columns(w_ptr, tail_start + shift, edge, tail_mask, N)
     b_tail = _load_columns(b_ptr, tail_start + shift, edge, tail_mask, N)
     tl.store(out_row + tail_start + edge, (xc_tail * rstd * w_tail + b_tail).to(dtype), mask=tail_mask)
-    w = tl.load(tl.multiple_of(ws_w + cls * PITCH, 16) + cols, mask=body_mask, volatile=WS_VOLATILE)
-    b = tl.load(tl.multiple_of(ws_b + cls * PITCH, 16) + cols, mask=body_mask, volatile=WS_VOLATILE)
-    y = xc_body * rstd * w.to(tl.float32) + b.to(tl.float32)
-    tl.store(tl.multiple_of(out_row + head, 16) + cols, y.to(dtype), mask=body_mask)
-
-
-@triton.jit
-def _layernorm_staged_kernel(
-    out_ptr,
-    x_ptr,
-    w_ptr,
-    b_ptr,
-    ws_w,
-    ws_b,
-    sync_ptr,
-    n_rows,
-    N,
-    period,
-    stride_xm,
-    stride_om,
-    eps,
-    BLOCK_N: tl.constexpr,
-    PITCH: tl.constexpr,
-    VEC: tl.constexpr,
-    FUSED: tl.constexpr = False,
-    CLASS_ZERO_AFFINE: tl.constexpr = False,
-    MAX_SPINS: tl.constexpr = MAX_SPINS,
-):
-    """triton_staged's row launch: one program a row (``_staged_row``). ``FUSED``: the staging is in this launch
-    too, ``n_rows + period`` programs. Each takes a ticket from ``sync_ptr[0]`` (an atomic counter that never
-    resets: ticket // (n_rows + period) is the call, the rest the program's place in it); the first ``period``
-    places stage one class each and count themselves in ``sync_ptr[1]``, the others wait until this call's
-    ``period`` classes are counted, then normalise row ``place - period``. Tickets are taken in the order programs
-    start, so every program waited for has started before any program waits (no co-residency needed, as in
-    decoupled look-back scans). A program that polls ``MAX_SPINS`` times gives up, counts itself in
-    ``sync_ptr[2]`` and writes NaN, so the gate sees it."""
-    if FUSED:
-        ticket = tl.atomic_add(sync_ptr, 1, sem="relaxed", scope="gpu")
-        total = n_rows + period
-        call = ticket // total
-        place = ticket - call * total
-        if place < period:
-            _stage_class(ws_w, ws_b, x_ptr, w_ptr, b_ptr, place, N, stride_xm, BLOCK_N, PITCH, VEC, CLASS_ZERO_AFFINE)
-            # every thread's stores before the one thread that performs the scalar atomic releases them
-            tl.debug_barrier()
-            tl.atomic_add(sync_ptr + 1, 1, sem="release", scope="gpu")
-        else:
-            staged = (call + 1) * period
-            ready = tl.atomic_add(sync_ptr + 1, 0, sem="acquire", scope="gpu")
-            spins = 0
-            while (ready < staged) & (spins < MAX_SPINS):
-                ready = tl.atomic_add(sync_ptr + 1, 0, sem="acquire", scope="gpu")
-                spins += 1
-            tl.debug_barrier()
-            if ready < staged:
-                tl.atomic_add(sync_ptr + 2, 1, sem="relaxed", scope="gpu")
-                eps = float("nan")
-            _staged_row(
-                place - period, out_ptr, x_ptr, w_ptr, b_ptr, ws_w, ws_b, N, period, stride_xm, stride_om, eps,
-                BLOCK_N, PITCH, VEC, CLASS_ZERO_AFFINE, True,
-            )  # fmt: skip
-    else:
-        _staged_row(
-            tl.program_id(0).to(tl.int64), out_ptr, x_ptr, w_ptr, b_ptr, ws_w, ws_b, N, period, stride_xm,
-            stride_om, eps, BLOCK_N, PITCH, VEC, CLASS_ZERO_AFFINE, False,
-        )  # fmt: skip
+    w = tl.load(tl.multiple_of(ws_w + cls * PITCH, 16) + cols, mask=body_mask).to(tl.float32)
+    b = tl.load(tl.multiple_of(ws_b + cls * PITCH, 16) + cols, mask=body_mask).to(tl.float32)
+    tl.store(tl.multiple_of(out_row + head, 16) + cols, (xc_body * rstd * w + b).to(dtype), mask=body_mask)
 
 
 @triton.jit
@@ -668,23 +607,23 @@ def _prepare_staged(inputs: Inputs, out: torch.Tensor, config, class_zero_affine
     block = body_block(n_cols, vec)
     pitch = triton.cdiv(block, vec) * vec  # whole 16-byte vectors a workspace row, so every row starts on one
     period = alignment_period(x.stride(0), x.element_size())
-    # allocated once here, outside the timed call; the launches are inside it
+    # allocated once here, outside the timed call; both launches are inside it
     ws_w, ws_b = torch.empty((2, period * pitch), dtype=w.dtype, device=w.device)
-    sync = torch.zeros(3, dtype=torch.int64, device=x.device)  # tickets, classes staged, programs that gave up
-    meta = {"BLOCK_N": block, "PITCH": pitch, "VEC": vec, "CLASS_ZERO_AFFINE": class_zero_affine}
-    num_warps, fused = int(config["num_warps"]), bool(int(config.get("fused", 0)))
+    meta = {"BLOCK_N": block, "PITCH": pitch, "VEC": vec}
+    num_warps = int(config["num_warps"])
     stage_warps = min(8, max(1, block // (32 * vec)))  # one 16-byte vector a thread: a launch of ``period`` programs
-    row_args = (out, x, w, b, ws_w, ws_b, sync, n_rows, n_cols, period, x.stride(0), out.stride(0), EPS)
 
     def run() -> torch.Tensor:
-        if fused:
-            _layernorm_staged_kernel[(n_rows + period,)](*row_args, FUSED=True, num_warps=num_warps, **meta)
-            return out
-        _stage_affine_kernel[(period,)](ws_w, ws_b, x, w, b, n_cols, x.stride(0), num_warps=stage_warps, **meta)
-        _layernorm_staged_kernel[(n_rows,)](*row_args, num_warps=num_warps, **meta)
+        _stage_affine_kernel[(period,)](
+            ws_w, ws_b, x, w, b, n_cols, x.stride(0), CLASS_ZERO_AFFINE=class_zero_affine, num_warps=stage_warps,
+            **meta,
+        )  # fmt: skip
+        _layernorm_staged_kernel[(n_rows,)](
+            out, x, w, b, ws_w, ws_b, n_cols, period, x.stride(0), out.stride(0), EPS,
+            CLASS_ZERO_AFFINE=class_zero_affine, num_warps=num_warps, **meta,
+        )  # fmt: skip
         return out
 
-    run.sync = sync  # the fused launch's counters, for tests
     return run
 
 
@@ -696,12 +635,11 @@ STAGED_VALUES_A_THREAD = 32
 
 def _staged_default(shape: Shape, dtype: torch.dtype) -> dict:
     block = body_block(shape["N"], vec_elements(element_size(dtype)))
-    return {"num_warps": min(16, max(1, block // (32 * STAGED_VALUES_A_THREAD))), "fused": 0}
+    return {"num_warps": min(16, max(1, block // (32 * STAGED_VALUES_A_THREAD)))}
 
 
 def _staged_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
-    # fused: the staging in the row launch (one launch a call, a ticket and a wait a program) or a launch of its own
-    return [{"num_warps": w, "fused": f} for f in (0, 1) for w in STAGED_NUM_WARPS]
+    return [{"num_warps": w} for w in STAGED_NUM_WARPS]
 
 
 def _staged_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
