@@ -255,17 +255,20 @@ def test_alignment_period_is_the_rows_after_which_row_starts_repeat():
     assert len(set(offsets[:8])) == 8 and offsets == offsets[:8] * 8
 
 
+# Layouts of rows in alignment classes, for the kernels that split them by class (triton_persistent,
+# triton_staged): one element, rows under 16 bytes, fewer rows than classes, many rows a class (and a program),
+# rows strided past N.
+CLASS_LAYOUTS = [(9, 1, 1), (9, 3, 3), (3, 5, 5), (37, 129, 129), (5, 70, 78)]
+CLASS_LAYOUT_IDS = ["one-element", "under-16-bytes", "fewer-rows-than-classes", "many-rows-a-class", "strided"]
+
+
 @pytest.mark.parametrize("dtype", list(SPEC.tolerances))
 @pytest.mark.parametrize(
     "config",
     [{"num_warps": 4, "programs_per_sm": 8}, {"num_warps": 1, "programs_per_sm": 1}],
     ids=["default", "one-program-a-class"],
 )
-@pytest.mark.parametrize(
-    ("n_rows", "n_cols", "stride"),
-    [(9, 1, 1), (9, 3, 3), (3, 5, 5), (37, 129, 129), (5, 70, 78)],
-    ids=["one-element", "under-16-bytes", "fewer-rows-than-classes", "many-rows-a-program", "strided"],
-)
+@pytest.mark.parametrize(("n_rows", "n_cols", "stride"), CLASS_LAYOUTS, ids=CLASS_LAYOUT_IDS)
 def test_persistent_passes_the_gate(n_rows, n_cols, stride, config, dtype):
     # The interpreter's 4 "SMs": at 1 program an SM each class of 129-wide rows has one program walking 4-5
     # rows; 8 an SM give four a class. Every row of every class is checked (the output is poisoned).
@@ -339,11 +342,7 @@ STAGED = SPEC.implementation("triton_staged")
 
 @pytest.mark.parametrize("dtype", list(SPEC.tolerances))
 @pytest.mark.parametrize("config", [{"num_warps": 1}, {"num_warps": 4}], ids=["1-warp", "4-warps"])
-@pytest.mark.parametrize(
-    ("n_rows", "n_cols", "stride"),
-    [(9, 1, 1), (9, 3, 3), (3, 5, 5), (37, 129, 129), (5, 70, 78)],
-    ids=["one-element", "under-16-bytes", "fewer-rows-than-classes", "many-rows-a-class", "strided"],
-)
+@pytest.mark.parametrize(("n_rows", "n_cols", "stride"), CLASS_LAYOUTS, ids=CLASS_LAYOUT_IDS)
 def test_staged_passes_the_gate(n_rows, n_cols, stride, config, dtype):
     shape = Shape({"M": n_rows, "N": n_cols, "stride": stride}, "test")
     record = correctness.check_implementation(SPEC, STAGED, shape, dtype, SEEDS, config)

@@ -7,7 +7,8 @@ values each), and a one-row-a-program kernel then reads them 16 bytes at a time 
 x only. Both kernels are inside the timed call. Timed with ``triton.testing.do_bench`` (CUDA events, L2 cleared
 between calls, median of its repetitions) beside the pipeline's ``triton_persistent`` and ``triton_row`` at their
 session-15 best configs, after a correctness check against fp64. Not a pipeline measurement: a pointer for the
-next design.
+next design, since built into the pipeline as layernorm's ``triton_staged`` (session 16); the kernels here are
+kept as they were, the code that wrote results/layernorm_staged_affine.txt.
 
     python docs/experiments/layernorm_staged_affine.py > docs/experiments/results/layernorm_staged_affine.txt
 """
