@@ -12,6 +12,9 @@ Variants:
 * ``triton_looped`` — one program per row, walking the row in ``BLOCK_N``-wide chunks three times
   (sum; sum of squared deviations; normalise and store), as Triton's tutorial 05 does. Rows of any
   width fit; the second and third passes re-read the row, mostly from L2.
+* ``triton_online`` — programs over rows of any width (persistent, a few an SM, on wide rows), two passes of
+  ``BLOCK_N``-wide chunks: the first reads x once and combines the chunks' means and M2 exactly (Chan et al.),
+  the second re-reads x, last chunk first and mostly from L2, and writes y. softmax's triton_online, for layernorm.
 * ``triton_split`` — rows of N >= SPLIT_MIN_N: a team of programs a row (``kernelscope.teams``), each holding a
   ``CHUNK`` of x in registers; the chunks' means and M2 are exchanged through global memory and combined exactly
   (Chan et al.), so x is read once. On an H200 the exchange limits it (docs/kernel-notes.md, session 14).
@@ -38,11 +41,13 @@ import triton.language as tl
 from kernelscope.baselines import compiled
 from kernelscope.heuristics import (
     ALIGN_BYTES,
+    PIPELINED_RANGE,
     body_block,
     check_split,
     idle_warps,
     no_tail_control,
     row_split,
+    rows_grid,
     split_unsupported,
     vec_elements,
     whole_row_unsupported,
@@ -376,6 +381,109 @@ def _layernorm_looped_kernel(
 
 
 @triton.jit
+def _online_stats_block(
+    x_row, start, cols, N, n_a, dmean_a, m2_a, shift, BETWEEN: tl.constexpr, L2_HINTS: tl.constexpr
+):
+    """Pass 1 over one block: fold columns ``start + cols`` into the row's running count ``n_a``, mean and M2
+    (Chan et al.'s pairwise combination). The block's own mean and M2 come from registers (mean, then the
+    centred squares); the running mean is kept as ``dmean_a``, its offset from ``shift`` (the first block's
+    mean), so that its roundings are of a number near 0 rather than of the row's offset."""
+    offsets = start + cols
+    mask = offsets < N
+    if L2_HINTS:
+        x = tl.load(x_row + offsets, mask=mask, other=0.0, eviction_policy="evict_last")
+    else:
+        x = tl.load(x_row + offsets, mask=mask, other=0.0)
+    x = x.to(tl.float32)
+    n_b = tl.minimum(N - start, cols.shape[0]).to(tl.float32)
+    mean_b = tl.sum(x, axis=0) / n_b
+    xc = tl.where(mask, x - mean_b, 0.0)
+    m2_b = tl.sum(xc * xc, axis=0)
+    shift = tl.where(n_a == 0.0, mean_b, shift)
+    delta = (mean_b - shift) - dmean_a
+    n = n_a + n_b
+    dmean = dmean_a + delta * (n_b / n)
+    m2 = m2_a + m2_b
+    if BETWEEN:
+        m2 += delta * delta * (n_a * n_b / n)
+    return n, dmean, m2, shift
+
+
+@triton.jit
+def _online_write_block(out_row, x_row, w_ptr, b_ptr, start, cols, N, mean, rstd, L2_HINTS: tl.constexpr):
+    """Pass 2 over one block: ``(x - mean) * rstd * weight + bias`` for columns ``start + cols``."""
+    offsets = start + cols
+    mask = offsets < N
+    if L2_HINTS:
+        x = tl.load(x_row + offsets, mask=mask, other=0.0, eviction_policy="evict_first")
+    else:
+        x = tl.load(x_row + offsets, mask=mask, other=0.0)
+    w = tl.load(w_ptr + offsets, mask=mask).to(tl.float32)
+    b = tl.load(b_ptr + offsets, mask=mask).to(tl.float32)
+    y = ((x.to(tl.float32) - mean) * rstd * w + b).to(out_row.dtype.element_ty)
+    if L2_HINTS:
+        tl.store(out_row + offsets, y, mask=mask, eviction_policy="evict_first")
+    else:
+        tl.store(out_row + offsets, y, mask=mask)
+
+
+@triton.jit
+def _layernorm_online_kernel(
+    out_ptr,
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    n_rows,
+    N,
+    stride_xm,
+    stride_om,
+    eps,
+    BLOCK_N: tl.constexpr,
+    BETWEEN: tl.constexpr,
+    L2_HINTS: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    """Program ``pid`` of a grid of ``G`` normalises rows ``pid, pid + G, ...`` (``G = n_rows``: one row each)
+    of any width, ``BLOCK_N`` columns at a time, in two passes: the statistics (x read once), then the
+    output (x read again, last block first, mostly from L2).
+
+    Pointers as in ``_layernorm_row_kernel``. ``L2_HINTS``: pass 1 loads with ``evict_last`` (keep the row in
+    L2 for pass 2), pass 2 loads and stores with ``evict_first``. ``NUM_STAGES > 1`` pipelines both block
+    loops (needs PIPELINED_RANGE). ``BETWEEN`` is False only in the negative control ``online_no_between``.
+    """
+    stride_xm = tl.cast(stride_xm, tl.int64)
+    stride_om = tl.cast(stride_om, tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    n_blocks = tl.cdiv(N, BLOCK_N)
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        x_row = x_ptr + row * stride_xm
+        out_row = out_ptr + row * stride_om
+        n = tl.full([], 0.0, tl.float32)
+        dmean = tl.full([], 0.0, tl.float32)
+        m2 = tl.full([], 0.0, tl.float32)
+        shift = tl.full([], 0.0, tl.float32)
+        if NUM_STAGES > 1:
+            for start in tl.range(0, N, BLOCK_N, num_stages=NUM_STAGES):
+                n, dmean, m2, shift = _online_stats_block(x_row, start, cols, N, n, dmean, m2, shift, BETWEEN, L2_HINTS)
+        else:
+            for start in range(0, N, BLOCK_N):
+                n, dmean, m2, shift = _online_stats_block(x_row, start, cols, N, n, dmean, m2, shift, BETWEEN, L2_HINTS)
+        mean = shift + dmean
+        rstd = tl.rsqrt(m2 / N + eps)
+        # Pass 2, last block first: pass 1 read it last, so it is the likeliest still in L2.
+        if NUM_STAGES > 1:
+            for i in tl.range(0, n_blocks, num_stages=NUM_STAGES):
+                _online_write_block(
+                    out_row, x_row, w_ptr, b_ptr, (n_blocks - 1 - i) * BLOCK_N, cols, N, mean, rstd, L2_HINTS
+                )
+        else:
+            for i in range(0, n_blocks):
+                _online_write_block(
+                    out_row, x_row, w_ptr, b_ptr, (n_blocks - 1 - i) * BLOCK_N, cols, N, mean, rstd, L2_HINTS
+                )
+
+
+@triton.jit
 def _layernorm_split_kernel(
     out_ptr,
     x_ptr,
@@ -480,6 +588,29 @@ def _prepare_row(inputs: Inputs, out: torch.Tensor, config, keep_tail: bool = Tr
 
 def _prepare_looped(inputs: Inputs, out: torch.Tensor, config):
     return _launcher(_layernorm_looped_kernel, inputs, out, int(config["BLOCK_N"]), int(config["num_warps"]))
+
+
+def _prepare_online(inputs: Inputs, out: torch.Tensor, config, between: bool = True):
+    _check(inputs, out)
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    n_rows, n_cols = x.shape
+    num_stages = int(config.get("num_stages", 1))
+    if num_stages > 1 and not PIPELINED_RANGE:
+        raise ValueError(f"num_stages={num_stages} needs tl.range(..., num_stages=), which this Triton lacks")
+    grid = (rows_grid(n_rows, int(config.get("programs_per_sm", 0)), device_limits()["num_sms"]),)
+    meta = {
+        "BLOCK_N": int(config["BLOCK_N"]),
+        "BETWEEN": between,
+        "L2_HINTS": bool(config.get("l2_hints", 0)),
+        "NUM_STAGES": num_stages,
+        "num_warps": int(config["num_warps"]),
+    }
+
+    def run() -> torch.Tensor:
+        _layernorm_online_kernel[grid](out, x, w, b, n_rows, n_cols, x.stride(0), out.stride(0), EPS, **meta)
+        return out
+
+    return run
 
 
 def _prepare_split(inputs: Inputs, out: torch.Tensor, config, local_stats: bool = False):
@@ -669,6 +800,90 @@ def _split_local_stats(inputs: Inputs, out: torch.Tensor, config):
     x = inputs["x"]
     config = _local_stats_config(Shape({"M": x.shape[0], "N": x.shape[1]}, "negative control"), x.dtype)
     return _prepare_split(inputs, out, config, local_stats=True)
+
+
+# --- triton_online ---------------------------------------------------------------------------------------------
+
+# Rows at least this wide get a persistent default grid with the eviction hints: one program a row would put
+# every row in flight at once (1024 rows of 64K fp16 = 128 MB, more than twice the H200's L2), so the second
+# pass would re-read from HBM (softmax's triton_online, measured so: docs/kernel-notes.md).
+ONLINE_WIDE_ROW = 32768
+# Most values of a block a thread holds: pass 2 holds x, weight and bias of a block at once. At the default's 32
+# (8192 columns on 8 warps) ptxas gives 64 (fp16) to 88 (fp32) registers a thread on sm_90, room for three
+# programs an SM; at 64, 108 and 175 (docs/experiments/results/layernorm_online_ptx.txt).
+ONLINE_MAX_VALUES_A_THREAD = 64
+
+
+def _online_default(shape: Shape, dtype: torch.dtype) -> dict:
+    # A quarter of the padded row (so every CPU shape loops over several blocks and tests the combination and
+    # the tail block), capped at 8192 columns; tutorial 05's warps (8 at 8192: 32 values a thread).
+    wide = shape["N"] >= ONLINE_WIDE_ROW
+    block_n = max(1, min(8192, triton.next_power_of_2(shape["N"]) // 4))
+    num_warps = _tutorial_num_warps(block_n)
+    persistent = wide and rows_grid(shape["M"], 2, device_limits()["num_sms"]) < shape["M"]
+    return {
+        "BLOCK_N": block_n,
+        "num_warps": num_warps,
+        "programs_per_sm": 2 if persistent else 0,
+        "l2_hints": int(wide),
+    }
+
+
+def _online_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    # Listed most promising first (a session's max_configs keeps a prefix), as softmax's triton_online: wide rows
+    # try persistent grids of 1-4 programs an SM with the eviction hints, pipelined or not, then one program a row
+    # and no hints; narrower rows one program a row at three block widths.
+    if shape["N"] >= ONLINE_WIDE_ROW:
+        space = [
+            {"BLOCK_N": b, "num_warps": w, "programs_per_sm": p, "l2_hints": 1}
+            for b, w, p in ((8192, 8, 2), (16384, 8, 2), (8192, 8, 0), (16384, 16, 1), (4096, 4, 4))
+        ]
+        if PIPELINED_RANGE:
+            space += [
+                {"BLOCK_N": b, "num_warps": 8, "programs_per_sm": p, "l2_hints": 1, "num_stages": k}
+                for b, p, k in ((8192, 1, 2), (8192, 2, 2), (4096, 2, 3), (8192, 0, 2))
+            ]
+        space += [{"BLOCK_N": 8192, "num_warps": 8, "programs_per_sm": 0, "l2_hints": 0}]
+    else:
+        space = [
+            {"BLOCK_N": b, "num_warps": w, "programs_per_sm": 0, "l2_hints": 0}
+            for b, w in ((1024, 4), (2048, 8), (4096, 8))
+        ]
+    default = _online_default(shape, dtype)
+    return space if default in space else [default, *space]
+
+
+def _online_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    block_n, threads = int(config["BLOCK_N"]), 32 * int(config["num_warps"])
+    padded = triton.next_power_of_2(shape["N"])
+    if block_n > padded:
+        return f"BLOCK_N={block_n} is wider than the padded row ({padded})"
+    if block_n // threads > ONLINE_MAX_VALUES_A_THREAD:
+        return f"{block_n // threads} values a thread of x, weight and bias in fp32: registers spill"
+    programs_per_sm = int(config.get("programs_per_sm", 0))
+    stages = int(config.get("num_stages", 1))
+    # a pipelined loop keeps the next stages - 1 blocks of x (and in pass 2 of weight and bias) in shared memory
+    smem = 3 * (stages - 1) * block_n * element_size(dtype)
+    if max(1, programs_per_sm) * smem > limits.get("max_shared_mem_per_block", math.inf):
+        return (
+            f"{stages} stages of {block_n}-wide blocks of x, weight and bias need {smem} B of shared memory a "
+            f"program, x {max(1, programs_per_sm)} programs an SM: more than an SM has"
+        )
+    num_sms = limits.get("num_sms")
+    if programs_per_sm > 1 and num_sms and rows_grid(shape["M"], programs_per_sm, num_sms) == shape["M"]:
+        return (
+            f"programs_per_sm={programs_per_sm} gives a grid of all {shape['M']} rows: the same launch as a "
+            f"smaller programs_per_sm or one program per row"
+        )
+    return None
+
+
+def _online_no_between(inputs: Inputs, out: torch.Tensor, config):
+    """Negative control: triton_online at its default config, its blocks' M2 combined without the between-block
+    term."""
+    x = inputs["x"]
+    shape = Shape({"M": x.shape[0], "N": x.shape[1]}, "negative control")
+    return _prepare_online(inputs, out, config or _online_default(shape, x.dtype), between=False)
 
 
 # Narrowest row triton_split is run on: narrower rows fit one program's registers (triton_row), where a team
@@ -882,6 +1097,16 @@ KERNEL = KernelSpec(
             prune=_looped_prune,
         ),
         Implementation(
+            "triton_online",
+            "triton",
+            _prepare_online,
+            description="programs over rows of any width in BLOCK_N chunks, two passes: the chunks' means and M2 "
+            "combined exactly (x read once), then the output (x re-read, last chunk first, mostly from L2)",
+            configs=_online_configs,
+            default_config=_online_default,
+            prune=_online_prune,
+        ),
+        Implementation(
             "triton_split",
             "triton",
             _prepare_split,
@@ -946,6 +1171,16 @@ KERNEL = KernelSpec(
             "layernorm moving 64 MB or more)",
         ),
         Target(
+            "triton_online",
+            "pct_copy_bw",
+            85,
+            shapes={"N": (ONLINE_WIDE_ROW, None)},
+            min_bytes=64e6,
+            reason="rows too wide for one program's registers, with no exchange between programs: HBM moves a "
+            "copy's bytes when the second read of x hits L2 (weight and bias are cached across rows), so near copy "
+            "bandwidth (issue 24's goal for every layernorm moving 64 MB or more)",
+        ),
+        Target(
             "triton_staged",
             "pct_copy_bw",
             85,
@@ -982,6 +1217,16 @@ KERNEL = KernelSpec(
             default_config=_local_stats_config,
             description="triton_split with each program normalising by its own chunk's mean and variance (the "
             "exchange skipped): right only if every chunk had the row's statistics",
+            rejected_for="elements outside atol",
+        ),
+        Implementation(
+            "online_no_between",
+            "triton",
+            _online_no_between,
+            configs=lambda shape, dtype: [_online_default(shape, dtype)],
+            default_config=_online_default,
+            description="triton_online combining its chunks' M2 without the between-chunk term n_a n_b / n "
+            "(mean_b - mean_a)^2: right only if every chunk had the row's mean",
             rejected_for="elements outside atol",
         ),
         Implementation(

@@ -3,6 +3,8 @@ at 16-byte boundaries that lets its body load and store at full width."""
 
 from __future__ import annotations
 
+import inspect
+
 import triton
 import triton.language as tl
 
@@ -191,3 +193,17 @@ def no_tail_control(prepare_row, row_default):
         description="triton_row at aligned=1 without the tail after the aligned body",
         rejected_for="non-finite outputs where the reference is finite",
     )
+
+
+# --- rows walked by persistent programs ------------------------------------------------------------------
+
+#: ``tl.range(..., num_stages=k)`` lets the compiler pipeline a loop's next load behind this iteration's
+#: reductions (the launch's own num_stages only pipelines loads that feed tl.dot). Triton 3.6 and 3.7 both
+#: have it; where it is missing a kernel loops with ``range`` and its configs keep num_stages at 1.
+PIPELINED_RANGE = hasattr(tl, "range") and "num_stages" in inspect.signature(tl.range).parameters
+
+
+def rows_grid(n_rows: int, programs_per_sm: int, num_sms: int) -> int:
+    """Programs of a grid whose program ``p`` walks rows ``p, p + G, ...``: ``programs_per_sm`` for every SM,
+    never more than one a row; ``programs_per_sm = 0`` is one program a row."""
+    return min(n_rows, num_sms * programs_per_sm) if programs_per_sm > 0 else n_rows

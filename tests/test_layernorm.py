@@ -422,3 +422,109 @@ def test_staged_moves_x_y_weight_and_bias_16_bytes_at_a_time_on_sm90():
         ]
     )
     assert ops.get("ld.global.v4.b32") == 12 and ops.get("st.global.v4.b32") == 4, ops
+
+
+# --- triton_online: two passes of BLOCK_N-wide chunks, statistics combined exactly -----------------------------
+
+ONLINE = SPEC.implementation("triton_online")
+
+
+@pytest.mark.parametrize("dtype", list(SPEC.tolerances))
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"BLOCK_N": 16, "num_warps": 1, "programs_per_sm": 0, "l2_hints": 0},  # N = 129: 9 chunks, the last 1 wide
+        {"BLOCK_N": 32, "num_warps": 1, "programs_per_sm": 1, "l2_hints": 1},  # 4 programs over every row
+        {"BLOCK_N": 64, "num_warps": 2, "programs_per_sm": 2, "l2_hints": 1, "num_stages": 2},
+    ],
+    ids=["chunk16", "chunk32-persistent", "chunk64-pipelined"],
+)
+@pytest.mark.parametrize("shape", SPEC.shape_sets["cpu"], ids=lambda s: s.id)
+def test_online_passes_the_gate(shape, config, dtype):
+    if config.get("num_stages", 1) > 1 and not layernorm.PIPELINED_RANGE:
+        pytest.skip("this Triton has no tl.range(num_stages=)")
+    record = correctness.check_implementation(SPEC, ONLINE, shape, dtype, SEEDS, config)
+    assert record["status"] == "pass", record["failure"]
+
+
+def test_online_combines_chunks_whose_statistics_differ():
+    # As for triton_split: each 16-column chunk at its own offset, so most of the row's variance lies between chunks
+    # and only the exact combination (the between-chunk term) gives it.
+    n_rows, n_cols = 6, 80
+    inputs = SPEC.make_inputs(Shape({"M": n_rows, "N": n_cols}, "t"), torch.float32, CPU, seed=0)
+    inputs["x"] = inputs["x"] + 100.0 * (torch.arange(n_cols) // 16).to(torch.float32)
+    config = {"BLOCK_N": 16, "num_warps": 1, "programs_per_sm": 1, "l2_hints": 0}
+    out = correctness.run_poisoned(ONLINE, SPEC, inputs, config, math.nan)
+    expected = SPEC.reference({k: v.double() for k, v in inputs.items()})
+    assert torch.allclose(out.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_online_running_mean_does_not_round_at_the_row_offset_over_many_chunks():
+    # 512 chunks of 8 columns on rows offset by 4096 std. The mean itself can only be held to ulp(4096) / 2 ~ 2.4e-4
+    # std in fp32, whatever the kernel; what the chunking must not add is a rounding at that magnitude at every
+    # chunk. The running mean is kept as an offset from the first chunk's mean (near 0), so the 512-chunk output
+    # matches the one-chunk output to ~2e-5; a running mean kept at the offset (shift 0) is off by ~1.5e-3.
+    inputs = SPEC.make_inputs(Shape({"M": 4, "N": 4096}, "t"), torch.float32, CPU, seed=3)
+    inputs["x"] = torch.randn(4, 4096, generator=torch.Generator().manual_seed(3)) + 4096.0
+    outs = [
+        correctness.run_poisoned(
+            ONLINE, SPEC, inputs, {"BLOCK_N": b, "num_warps": 1, "programs_per_sm": 0, "l2_hints": 0}, math.nan
+        )
+        for b in (8, 4096)
+    ]
+    assert (outs[0] - outs[1]).abs().max() < 5e-5
+
+
+@pytest.mark.parametrize("shape", SPEC.shape_sets["cpu"], ids=lambda s: s.id)
+def test_online_no_between_control_is_rejected_on_every_cpu_shape(shape):
+    # its default config splits every gate row (N = 5 included) into 3 or more chunks, whose means differ
+    control = next(c for c in SPEC.negative_controls if c.name == "online_no_between")
+    config = layernorm._online_default(shape, torch.float32)
+    assert math.ceil(shape["N"] / config["BLOCK_N"]) >= 3
+    for dtype in SPEC.tolerances:
+        record = correctness.check_implementation(SPEC, control, shape, dtype, SEEDS, config)
+        assert record["status"] == "fail" and control.rejected_for in record["failure"], record["failure"]
+
+
+def test_online_default_is_persistent_with_hints_only_on_wide_rows(monkeypatch):
+    monkeypatch.setattr(layernorm, "device_limits", lambda: {"num_sms": 132})
+    wide = layernorm._online_default(Shape({"M": 1024, "N": 65536}, "t"), torch.float16)
+    assert wide == {"BLOCK_N": 8192, "num_warps": 8, "programs_per_sm": 2, "l2_hints": 1}
+    # 256 rows fit 2 programs on each of 132 SMs: a persistent grid would be one program a row anyway
+    assert layernorm._online_default(Shape({"M": 256, "N": 65536}, "t"), torch.float16)["programs_per_sm"] == 0
+    narrow = layernorm._online_default(Shape({"M": 16384, "N": 4096}, "t"), torch.float16)
+    assert narrow["programs_per_sm"] == 0 and narrow["l2_hints"] == 0
+    limits = {"num_sms": 132, "max_shared_mem_per_block": 232448}
+    for shape in SPEC.shape_sets["gpu"]:
+        for dtype in SPEC.tolerances:
+            default = layernorm._online_default(shape, dtype)
+            assert default in ONLINE.configs(shape, dtype), shape.id
+            assert ONLINE.prune(default, shape, dtype, limits) is None, shape.id
+
+
+def test_online_prunes_grids_that_repeat_a_smaller_launch_and_blocks_that_spill():
+    limits = {"num_sms": 132, "max_shared_mem_per_block": 232448}
+    few = Shape({"M": 256, "N": 65536}, "t")
+    config = {"BLOCK_N": 8192, "num_warps": 8, "programs_per_sm": 2, "l2_hints": 1}
+    assert "grid of all 256 rows" in ONLINE.prune(config, few, torch.float16, limits)
+    assert ONLINE.prune({**config, "programs_per_sm": 1}, few, torch.float16, limits) is None
+    assert "registers spill" in ONLINE.prune({**config, "BLOCK_N": 32768}, few, torch.float16, limits)
+
+
+def test_online_reads_x_with_eviction_hints_and_16_bytes_at_a_time_on_sm90():
+    from test_softmax import sm90_memory_ops
+
+    # 1024 x 65536 fp16 at its default (8192 columns on 8 warps, 32 a thread): pass 1 loads x in four 16-byte
+    # vectors a thread, kept in L2 (evict_last); pass 2 loads x again (evict_first), weight and bias (plain) and
+    # stores y (evict_first), all 16 bytes at a time.
+    sig = {f"{p}_ptr": "*fp16" for p in ("out", "x", "w", "b")}
+    sig |= dict.fromkeys(("n_rows", "N", "stride_xm", "stride_om"), "i32") | {"eps": "fp32"}
+    sig |= dict.fromkeys(("BLOCK_N", "BETWEEN", "L2_HINTS", "NUM_STAGES"), "constexpr")
+    meta = {"BLOCK_N": 8192, "BETWEEN": True, "L2_HINTS": True, "NUM_STAGES": 1}
+    [ops] = sm90_memory_ops([["kernels.layernorm", "_layernorm_online_kernel", sig, meta, 8, [0, 1, 2, 3, 5, 6, 7]]])
+    assert ops == {
+        "ld.global.L1::evict_last.L2::cache_hint.v4.b32": 4,
+        "ld.global.L1::evict_first.L2::cache_hint.v4.b32": 4,
+        "ld.global.v4.b32": 8,
+        "st.global.L1::evict_first.L2::cache_hint.v4.b32": 4,
+    }

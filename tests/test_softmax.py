@@ -625,7 +625,7 @@ for module, kernel, signature, constexprs, num_warps, *divisible in cases:
     attrs = {(i,): [["tt.divisibility", 16]] for i in (divisible[0] if divisible else [])}
     k = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
-    ops = re.findall(r"(?:ld|st)\.global[.\w]*|cp\.async\.\w+\.shared\.global", k.asm["ptx"])
+    ops = re.findall(r"(?:ld|st)\.global[.\w:]*|cp\.async\.\w+\.shared\.global", k.asm["ptx"])
     out.append(dict(collections.Counter(ops)))
 print(json.dumps({"ops": out}))
 """
