@@ -16,7 +16,12 @@ Variants of the module's kernel (this file holds its own copy, with switches the
 Timing: ``triton.testing.do_bench`` medians (CUDA events, its L2 flush before every call), beside a torch copy of
 x into y for the copy bandwidth. Each variant's output is checked against fp64 first (both passes only).
 
-    python docs/experiments/layernorm_online_passes.py > docs/experiments/results/layernorm_online_passes.txt
+* ``STATS=3`` — ``STATS=0`` with the next chunk's load issued before this chunk's reductions (two chunks of x
+  in registers); ``PREFETCH2`` the same for pass 2's x, weight and bias.
+
+Round 1 (c888b30) compared STATS 0-2 and the passes apart; round 2 the prefetches (results/, one file a round):
+
+    python docs/experiments/layernorm_online_passes.py 2 > docs/experiments/results/layernorm_online_passes-2.txt
 """
 
 import functools
@@ -48,6 +53,7 @@ def _kernel(
     BLOCK_N: tl.constexpr,
     STATS: tl.constexpr,
     PASSES: tl.constexpr,
+    PREFETCH2: tl.constexpr = False,
 ):
     stride = tl.cast(stride, tl.int64)
     cols = tl.arange(0, BLOCK_N)
@@ -67,6 +73,29 @@ def _kernel(
                     offs = start + cols
                     mask = offs < N
                     x = tl.load(x_row + offs, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+                    n_b = tl.minimum(N - start, BLOCK_N).to(tl.float32)
+                    mean_b = tl.sum(x, axis=0) / n_b
+                    xc = tl.where(mask, x - mean_b, 0.0)
+                    m2_b = tl.sum(xc * xc, axis=0)
+                    shift = tl.where(n == 0.0, mean_b, shift)
+                    delta = (mean_b - shift) - dmean
+                    n_new = n + n_b
+                    dmean = dmean + delta * (n_b / n_new)
+                    m2 = m2 + m2_b + delta * delta * (n * n_b / n_new)
+                    n = n_new
+                mean = shift + dmean
+                var = m2 / N
+            elif STATS == 3:
+                n = tl.full([], 0.0, tl.float32)
+                dmean = tl.full([], 0.0, tl.float32)
+                m2 = tl.full([], 0.0, tl.float32)
+                shift = tl.full([], 0.0, tl.float32)
+                x_next = tl.load(x_row + cols, mask=cols < N, other=0.0, eviction_policy="evict_last")
+                for start in range(0, N, BLOCK_N):
+                    mask = start + cols < N
+                    x = x_next.to(tl.float32)
+                    nxt = start + BLOCK_N + cols
+                    x_next = tl.load(x_row + nxt, mask=nxt < N, other=0.0, eviction_policy="evict_last")
                     n_b = tl.minimum(N - start, BLOCK_N).to(tl.float32)
                     mean_b = tl.sum(x, axis=0) / n_b
                     xc = tl.where(mask, x - mean_b, 0.0)
@@ -112,7 +141,26 @@ def _kernel(
             if PASSES == 1:
                 tl.store(stats_ptr + 2 * row, mean)
                 tl.store(stats_ptr + 2 * row + 1, rstd)
-        if PASSES >= 2:
+        if PASSES >= 2 and PREFETCH2:
+            offs = (n_blocks - 1) * BLOCK_N + cols
+            mask = offs < N
+            x_n = tl.load(x_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+            w_n = tl.load(w_ptr + offs, mask=mask)
+            b_n = tl.load(b_ptr + offs, mask=mask)
+            for i in range(0, n_blocks):
+                offs = (n_blocks - 1 - i) * BLOCK_N + cols
+                mask = offs < N
+                x = x_n.to(tl.float32)
+                w = w_n.to(tl.float32)
+                b = b_n.to(tl.float32)
+                nxt = offs - BLOCK_N
+                mask_n = (nxt >= 0) & (nxt < N)
+                x_n = tl.load(x_row + nxt, mask=mask_n, other=0.0, eviction_policy="evict_first")
+                w_n = tl.load(w_ptr + nxt, mask=mask_n)
+                b_n = tl.load(b_ptr + nxt, mask=mask_n)
+                y = ((x - mean) * rstd * w + b).to(out_ptr.dtype.element_ty)
+                tl.store(out_row + offs, y, mask=mask, eviction_policy="evict_first")
+        elif PASSES >= 2:
             for i in range(0, n_blocks):
                 offs = (n_blocks - 1 - i) * BLOCK_N + cols
                 mask = offs < N
@@ -123,7 +171,35 @@ def _kernel(
                 tl.store(out_row + offs, y, mask=mask, eviction_policy="evict_first")
 
 
+def _round_1():
+    # (BLOCK_N, warps, programs an SM (0: one a row), STATS, PASSES, PREFETCH2)
+    configs = [(16384, 8, 2), (16384, 8, 0), (8192, 8, 0), (8192, 8, 4), (32768, 16, 1)]
+    out = []
+    for (block, warps, per_sm), stats_mode, passes in itertools.product(configs, (0, 1, 2), (3, 1, 2)):
+        if stats_mode == 2 and block // (32 * warps) > 32:
+            continue  # two more fp32 vectors a lane: past 32 values a thread they spill
+        if passes == 2 and stats_mode:
+            continue  # pass 2 alone is the same kernel whatever pass 1 would have been
+        out.append((block, warps, per_sm, stats_mode, passes, False))
+    return out
+
+
+def _round_2():
+    # pass 1 with the next chunk's load issued before this chunk's reductions (STATS 3), pass 2 likewise
+    # (PREFETCH2), against round 1's best (STATS 0) at the same configs
+    # at 32 values a thread (two chunks in registers stay under 128 registers; at 64 they spill, by ptxas)
+    out = [(16384, 8, 0, 0, 3, False), (32768, 16, 1, 0, 3, False)]
+    for block, warps, per_sm in ((8192, 8, 0), (8192, 8, 2), (16384, 16, 1), (4096, 4, 0), (4096, 4, 4)):
+        out += [(block, warps, per_sm, 0, 3, False), (block, warps, per_sm, 3, 1, False)]
+        out += [(block, warps, per_sm, st, 3, pf) for st, pf in ((3, False), (0, True), (3, True))]
+    return out
+
+
+ROUND = {"1": _round_1(), "2": _round_2()}
+
+
 def main():
+    round_ = sys.argv[1] if len(sys.argv) > 1 else "2"
     torch.manual_seed(0)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {triton.__version__}, {sms} SMs")
@@ -138,32 +214,26 @@ def main():
         copy_ms = do_bench(functools.partial(y.copy_, x), warmup=50, rep=300, return_mode="median")
         copy_bw = 2 * x.numel() * x.element_size() / copy_ms / 1e6
         print(f"\n{dtype} {M} x {N}: copy {copy_ms * 1e3:.1f} us ({copy_bw:.0f} GB/s)")
-        configs = [(16384, 8, 2), (16384, 8, 0), (8192, 8, 0), (8192, 8, 4), (32768, 16, 1)]
-        for (block, warps, per_sm), stats_mode, passes in itertools.product(configs, (0, 1, 2), (3, 1, 2)):
-            if stats_mode == 2 and block // (32 * warps) > 32:
-                continue  # two more fp32 vectors a lane: past 32 values a thread they spill
-            if passes == 2 and stats_mode:
-                continue  # pass 2 alone is the same kernel whatever pass 1 would have been
+        for config in ROUND[round_]:
+            block, warps, per_sm, stats_mode, passes, prefetch2 = config
             grid = (min(M, sms * per_sm) if per_sm else M,)
-
             run = functools.partial(
                 _kernel[grid], y, stats, x, w, b, M, N, x.stride(0), 1e-5,
-                BLOCK_N=block, STATS=stats_mode, PASSES=passes, num_warps=warps,
+                BLOCK_N=block, STATS=stats_mode, PASSES=passes, PREFETCH2=prefetch2, num_warps=warps,
             )  # fmt: skip
-
             try:
                 run()
             except Exception as e:  # noqa: BLE001 - a config that does not build is reported, not fatal
-                print(f"  BLOCK_N {block} {warps} warps {per_sm} an SM STATS {stats_mode} PASSES {passes}: {e}")
+                print(f"  {config}: {e}")
                 continue
             torch.cuda.synchronize()
             err = (y.double() - ref).abs().max().item() if passes == 3 else float("nan")
             ms = do_bench(run, warmup=10, rep=100, return_mode="median")
             moved = 2 * x.numel() * x.element_size() if passes != 1 else x.numel() * x.element_size()
             print(
-                f"  BLOCK_N {block:5d} {warps:2d} warps {per_sm} an SM  STATS {stats_mode} PASSES {passes}: "
-                f"{ms * 1e3:7.1f} us, {moved / ms / 1e6 / copy_bw * 100:5.1f} % of copy for its bytes, "
-                f"max |err| {err:.2e}"
+                f"  BLOCK_N {block:5d} {warps:2d} warps {per_sm} an SM  STATS {stats_mode} PASSES {passes} "
+                f"PREFETCH2 {int(prefetch2)}: {ms * 1e3:7.1f} us, {moved / ms / 1e6 / copy_bw * 100:5.1f} % of copy "
+                f"for its bytes, max |err| {err:.2e}"
             )
     sys.stdout.flush()
 
