@@ -808,40 +808,41 @@ def _split_local_stats(inputs: Inputs, out: torch.Tensor, config):
 # every row in flight at once (1024 rows of 64K fp16 = 128 MB, more than twice the H200's L2), so the second
 # pass would re-read from HBM (softmax's triton_online, measured so: docs/kernel-notes.md).
 ONLINE_WIDE_ROW = 32768
-# Most values of a block a thread holds: pass 2 holds x, weight and bias of a block at once. At the default's 32
-# (8192 columns on 8 warps) ptxas gives 64 (fp16) to 88 (fp32) registers a thread on sm_90, room for three
-# programs an SM; at 64, 108 and 175 (docs/experiments/results/layernorm_online_ptx.txt).
+# Most values of a block a thread holds: pass 2 holds x, weight and bias of a block at once. At 64 (16384 columns
+# on 8 warps) ptxas gives 108 (fp16) and 175 (fp32) registers a thread on sm_90; at 32, 64 and 88
+# (docs/experiments/results/layernorm_online_ptx.txt).
 ONLINE_MAX_VALUES_A_THREAD = 64
+# The wide rows' default: 16384 columns on 8 warps, two programs an SM, the eviction hints. The H200 sweep of
+# 1024 x 65536 (docs/kernel-notes.md, session 17) chose it in fp16 and bf16; 8192 columns on two programs an SM,
+# the first default, was 1.16-1.29x slower there (too few bytes in flight an SM).
+ONLINE_WIDE_DEFAULT = {"BLOCK_N": 16384, "num_warps": 8, "programs_per_sm": 2, "l2_hints": 1}
 
 
 def _online_default(shape: Shape, dtype: torch.dtype) -> dict:
-    # A quarter of the padded row (so every CPU shape loops over several blocks and tests the combination and
-    # the tail block), capped at 8192 columns; tutorial 05's warps (8 at 8192: 32 values a thread).
-    wide = shape["N"] >= ONLINE_WIDE_ROW
+    # Wide rows: ONLINE_WIDE_DEFAULT, one program a row where two an SM would be every row anyway. Narrower: a
+    # quarter of the padded row (so every CPU shape loops over several blocks and tests the combination and the
+    # tail block), capped at 8192 columns, on tutorial 05's warps.
+    if shape["N"] >= ONLINE_WIDE_ROW:
+        persistent = rows_grid(shape["M"], 2, device_limits()["num_sms"]) < shape["M"]
+        return {**ONLINE_WIDE_DEFAULT, "programs_per_sm": 2 if persistent else 0}
     block_n = max(1, min(8192, triton.next_power_of_2(shape["N"]) // 4))
-    num_warps = _tutorial_num_warps(block_n)
-    persistent = wide and rows_grid(shape["M"], 2, device_limits()["num_sms"]) < shape["M"]
-    return {
-        "BLOCK_N": block_n,
-        "num_warps": num_warps,
-        "programs_per_sm": 2 if persistent else 0,
-        "l2_hints": int(wide),
-    }
+    return {"BLOCK_N": block_n, "num_warps": _tutorial_num_warps(block_n), "programs_per_sm": 0, "l2_hints": 0}
 
 
 def _online_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
-    # Listed most promising first (a session's max_configs keeps a prefix), as softmax's triton_online: wide rows
-    # try persistent grids of 1-4 programs an SM with the eviction hints, pipelined or not, then one program a row
-    # and no hints; narrower rows one program a row at three block widths.
+    # Listed most promising first (a session's max_configs keeps a prefix), in the order of the H200 sweep of
+    # 1024 x 65536 (docs/kernel-notes.md, session 17): wide rows the default, then 32768 columns on 16 warps (the
+    # fastest in fp32), one program a row, smaller blocks on more programs, two pipelined loops and no hints;
+    # narrower rows one program a row at three block widths.
     if shape["N"] >= ONLINE_WIDE_ROW:
         space = [
             {"BLOCK_N": b, "num_warps": w, "programs_per_sm": p, "l2_hints": 1}
-            for b, w, p in ((8192, 8, 2), (16384, 8, 2), (8192, 8, 0), (16384, 16, 1), (4096, 4, 4))
+            for b, w, p in ((16384, 8, 2), (32768, 16, 1), (16384, 8, 0), (8192, 8, 0), (16384, 16, 1), (4096, 4, 4))
         ]
         if PIPELINED_RANGE:
             space += [
-                {"BLOCK_N": b, "num_warps": 8, "programs_per_sm": p, "l2_hints": 1, "num_stages": k}
-                for b, p, k in ((8192, 1, 2), (8192, 2, 2), (4096, 2, 3), (8192, 0, 2))
+                {"BLOCK_N": b, "num_warps": 8, "programs_per_sm": 2, "l2_hints": 1, "num_stages": k}
+                for b, k in ((4096, 3), (8192, 2))
             ]
         space += [{"BLOCK_N": 8192, "num_warps": 8, "programs_per_sm": 0, "l2_hints": 0}]
     else:

@@ -489,7 +489,7 @@ def test_online_no_between_control_is_rejected_on_every_cpu_shape(shape):
 def test_online_default_is_persistent_with_hints_only_on_wide_rows(monkeypatch):
     monkeypatch.setattr(layernorm, "device_limits", lambda: {"num_sms": 132})
     wide = layernorm._online_default(Shape({"M": 1024, "N": 65536}, "t"), torch.float16)
-    assert wide == {"BLOCK_N": 8192, "num_warps": 8, "programs_per_sm": 2, "l2_hints": 1}
+    assert wide == {"BLOCK_N": 16384, "num_warps": 8, "programs_per_sm": 2, "l2_hints": 1}
     # 256 rows fit 2 programs on each of 132 SMs: a persistent grid would be one program a row anyway
     assert layernorm._online_default(Shape({"M": 256, "N": 65536}, "t"), torch.float16)["programs_per_sm"] == 0
     narrow = layernorm._online_default(Shape({"M": 16384, "N": 4096}, "t"), torch.float16)
@@ -505,26 +505,30 @@ def test_online_default_is_persistent_with_hints_only_on_wide_rows(monkeypatch):
 def test_online_prunes_grids_that_repeat_a_smaller_launch_and_blocks_that_spill():
     limits = {"num_sms": 132, "max_shared_mem_per_block": 232448}
     few = Shape({"M": 256, "N": 65536}, "t")
-    config = {"BLOCK_N": 8192, "num_warps": 8, "programs_per_sm": 2, "l2_hints": 1}
+    config = {"BLOCK_N": 16384, "num_warps": 8, "programs_per_sm": 2, "l2_hints": 1}
     assert "grid of all 256 rows" in ONLINE.prune(config, few, torch.float16, limits)
     assert ONLINE.prune({**config, "programs_per_sm": 1}, few, torch.float16, limits) is None
     assert "registers spill" in ONLINE.prune({**config, "BLOCK_N": 32768}, few, torch.float16, limits)
+    assert (
+        ONLINE.prune({**config, "BLOCK_N": 32768, "num_warps": 16, "programs_per_sm": 1}, few, torch.float16, limits)
+        is None
+    )
 
 
 def test_online_reads_x_with_eviction_hints_and_16_bytes_at_a_time_on_sm90():
     from test_softmax import sm90_memory_ops
 
-    # 1024 x 65536 fp16 at its default (8192 columns on 8 warps, 32 a thread): pass 1 loads x in four 16-byte
+    # 1024 x 65536 fp16 at its default (16384 columns on 8 warps, 64 a thread): pass 1 loads x in eight 16-byte
     # vectors a thread, kept in L2 (evict_last); pass 2 loads x again (evict_first), weight and bias (plain) and
     # stores y (evict_first), all 16 bytes at a time.
     sig = {f"{p}_ptr": "*fp16" for p in ("out", "x", "w", "b")}
     sig |= dict.fromkeys(("n_rows", "N", "stride_xm", "stride_om"), "i32") | {"eps": "fp32"}
     sig |= dict.fromkeys(("BLOCK_N", "BETWEEN", "L2_HINTS", "NUM_STAGES"), "constexpr")
-    meta = {"BLOCK_N": 8192, "BETWEEN": True, "L2_HINTS": True, "NUM_STAGES": 1}
+    meta = {"BLOCK_N": 16384, "BETWEEN": True, "L2_HINTS": True, "NUM_STAGES": 1}
     [ops] = sm90_memory_ops([["kernels.layernorm", "_layernorm_online_kernel", sig, meta, 8, [0, 1, 2, 3, 5, 6, 7]]])
     assert ops == {
-        "ld.global.L1::evict_last.L2::cache_hint.v4.b32": 4,
-        "ld.global.L1::evict_first.L2::cache_hint.v4.b32": 4,
-        "ld.global.v4.b32": 8,
-        "st.global.L1::evict_first.L2::cache_hint.v4.b32": 4,
+        "ld.global.L1::evict_last.L2::cache_hint.v4.b32": 8,
+        "ld.global.L1::evict_first.L2::cache_hint.v4.b32": 8,
+        "ld.global.v4.b32": 16,
+        "st.global.L1::evict_first.L2::cache_hint.v4.b32": 8,
     }
