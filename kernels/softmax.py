@@ -62,7 +62,6 @@ Measured numbers behind the defaults and bounds here are in docs/kernel-notes.md
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import torch
@@ -71,6 +70,7 @@ import triton.language as tl
 
 from kernelscope.baselines import compiled
 from kernelscope.heuristics import (
+    PIPELINED_RANGE,
     body_block,
     check_split,
     idle_warps,
@@ -78,6 +78,7 @@ from kernelscope.heuristics import (
     no_tail_control,
     row_spills,
     row_split,
+    rows_grid,
     rows_per_program,
     rows_unsupported,
     split_unsupported,
@@ -362,11 +363,6 @@ def _split_prune_reason(config, shape: Shape, dtype: torch.dtype) -> str | None:
 
 # --- triton_persistent ---------------------------------------------------------------------------
 
-# ``tl.range(..., num_stages=k)`` lets the compiler pipeline the next row's load behind the current
-# row's reductions (the launch's own num_stages only pipelines loads that feed tl.dot). Triton 3.6 and
-# 3.7 both have it; where it is missing the kernel loops with ``range`` and num_stages stays 1.
-PIPELINED_RANGE = hasattr(tl, "range") and "num_stages" in inspect.signature(tl.range).parameters
-
 # Persistent grid sizes swept, in programs per SM. At 4-8 warps a program, 8 of them fill the 64 warp
 # slots of an sm_90 SM, so larger values could not all be resident.
 PROGRAMS_PER_SM = (1, 2, 4, 8)
@@ -425,7 +421,7 @@ def _softmax_one_row(
 
 def persistent_grid(n_rows: int, programs_per_sm: int) -> int:
     """Number of programs: enough to give every SM ``programs_per_sm``, never more than one per row."""
-    return min(n_rows, device_limits()["num_sms"] * programs_per_sm)
+    return rows_grid(n_rows, programs_per_sm, device_limits()["num_sms"])
 
 
 def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
@@ -655,7 +651,7 @@ def _launch_online(inputs: Inputs, out: torch.Tensor, config, rescale_sum: bool)
     num_stages = int(config.get("num_stages", 1))
     if num_stages > 1 and not PIPELINED_RANGE:
         raise ValueError(f"num_stages={num_stages} needs tl.range(..., num_stages=), which this Triton lacks")
-    grid = (persistent_grid(n_rows, programs_per_sm) if programs_per_sm > 0 else n_rows,)
+    grid = (persistent_grid(n_rows, programs_per_sm),)
 
     def run() -> torch.Tensor:
         _online_softmax_kernel[grid](
