@@ -24,7 +24,12 @@ Variants:
   config values of the TMA path follow Triton's persistent tutorial (09): ``FLATTEN=1`` flattens the
   tile and K loops into one nest for the software pipeliner (the store takes its tile from a second
   counter, so the next tile's loads need not wait for this tile's epilogue), and ``EPILOGUE_SUBTILE=1``
-  stores C in two halves of ``BLOCK_N / 2`` columns (half the epilogue's shared memory).
+  stores C in two halves of ``BLOCK_N / 2`` columns (half the epilogue's shared memory). ``WARP_SPECIALIZE=1``
+  asks the compiler to warp-specialise the tile loop: on sm_90a it builds a load partition that issues the
+  TMA copies and consumer warpgroups that run the wgmma and the epilogue, with the registers rebalanced
+  between them (``setmaxnreg``), the structure of cuBLAS's and FA3's Hopper kernels. The compiler honours
+  it only on an unflattened loop with ``num_warps=4`` (docs/experiments/matmul_ws_build.py), so the prune
+  rules keep those.
 
 Both variants support fp16 and bf16 (fp32 inputs are left out: ``tl.dot`` would use tf32). Offsets are
 32-bit, so each operand must have fewer than 2^31 elements.
@@ -66,6 +71,9 @@ HAS_DEVICE_DESCRIPTORS = tma.HAS_DEVICE_DESCRIPTORS
 # Whether ``tl.range`` can flatten a loop nest for the software pipeliner (the persistent tutorial's
 # tile loop), checked by its signature.
 HAS_FLATTENED_RANGE = "flatten" in inspect.signature(tl.range.__init__).parameters
+# Whether ``tl.range`` takes ``warp_specialize`` (the compiler splits the loop into a TMA-load producer
+# partition and tensor-core consumer partitions), checked the same way.
+HAS_WARP_SPECIALIZE = "warp_specialize" in inspect.signature(tl.range.__init__).parameters
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -293,6 +301,7 @@ def _matmul_persistent_kernel(
     ALIGN_K: tl.constexpr,
     FLATTEN: tl.constexpr = False,
     EPILOGUE_SUBTILE: tl.constexpr = False,
+    WARP_SPECIALIZE: tl.constexpr = False,
 ):
     """Persistent: a grid of at most one program per SM, each looping over the tiles pid, pid + programs,
     ... in GROUP_M order, so no launch or tail wave of short-lived programs. ``a_ptr``: [M, K];
@@ -315,7 +324,9 @@ def _matmul_persistent_kernel(
     # The store's tile comes from its own counter, one tile behind the loads' in a flattened loop nest, so
     # the pipeliner can issue the next tile's loads before this tile's epilogue (the persistent tutorial).
     tile_id_c = tl.program_id(0) - num_programs
-    for tile_id in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=FLATTEN):
+    for tile_id in tl.range(
+        tl.program_id(0), num_tiles, num_programs, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE
+    ):
         pid_m, pid_n = _tile_coordinates(tile_id, num_pid_m, num_pid_n, GROUP_M)
         if USE_TMA:
             off_m = pid_m * BLOCK_M
@@ -501,6 +512,7 @@ def _prepare_persistent(inputs: Inputs, out: torch.Tensor, config) -> callable:
         "B_COL_MAJOR": use_tma and _col_major(b.stride()),
         "FLATTEN": bool(config.get("FLATTEN", 0)),
         "EPILOGUE_SUBTILE": bool(config.get("EPILOGUE_SUBTILE", 0)),
+        "WARP_SPECIALIZE": bool(config.get("WARP_SPECIALIZE", 0)),
     }
 
     def run() -> torch.Tensor:
@@ -583,6 +595,17 @@ _PERSISTENT_FLATTENED_TILES = [
     ((256, 128, 64, 8, 8, 3), {}),
     ((128, 128, 64, 8, 4, 4), {}),
 ]
+# Warp-specialised (TMA, unflattened, one warpgroup named: the compiler adds the load partition and splits
+# the tile over consumer warpgroups): the tiles that the sm_90a builds of both stacks specialised
+# (docs/experiments/results/matmul_ws_build-*.txt). 128x256 and 256x128 fit in 168 registers a thread
+# where the unspecialised 4-warp build of the same tile needs 255.
+_PERSISTENT_WS_TILES = [
+    (128, 256, 64, 8, 4, 3),
+    (256, 128, 64, 8, 4, 3),
+    (128, 128, 64, 8, 4, 4),
+    (128, 128, 64, 8, 4, 5),
+    (128, 128, 128, 8, 4, 3),
+]
 
 
 def _persistent_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
@@ -592,6 +615,7 @@ def _persistent_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
         configs += [_config(*t, TMA=tma) for t in _SMALL_TILES for tma in (1, 0)]
     else:  # a few waves of tiles per program at least: where overlapping one tile's epilogue can pay
         configs += [_config(*t, TMA=1, FLATTEN=1, **extra) for t, extra in _PERSISTENT_FLATTENED_TILES]
+        configs += [_config(*t, TMA=1, WARP_SPECIALIZE=1) for t in _PERSISTENT_WS_TILES]
     return configs
 
 
@@ -670,14 +694,37 @@ def _tma_prune_reason(config, shape: Shape, dtype: torch.dtype, limits) -> str |
     return None
 
 
+def _warp_specialize_prune_reason(config) -> str | None:
+    # Each rule is what the sm_90a builds showed (docs/experiments/results/matmul_ws_build-*.txt): a config
+    # the compiler would silently build unspecialised is a duplicate of another config, not a new point.
+    if not HAS_WARP_SPECIALIZE:
+        return "WARP_SPECIALIZE=1 needs tl.range(..., warp_specialize=...), which this Triton lacks"
+    if config.get("FLATTEN"):
+        return "WARP_SPECIALIZE=1 with FLATTEN=1: the compiler ignores warp_specialize on a flattened loop nest"
+    if config["num_warps"] != 4:
+        return (
+            f"WARP_SPECIALIZE=1 with num_warps={config['num_warps']}: the compiler specialises only a loop "
+            "of one named warpgroup (num_warps=4) and adds the partitions itself"
+        )
+    if config.get("EPILOGUE_SUBTILE"):
+        return "WARP_SPECIALIZE=1 with EPILOGUE_SUBTILE=1 fails to compile on triton 3.6"
+    if config["BLOCK_M"] < 128:
+        return f"WARP_SPECIALIZE=1 with BLOCK_M={config['BLOCK_M']}: the 64-row tiles fail the compiler's pass"
+    return None
+
+
 def _grouped_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
     return _common_prune(config, shape, dtype, limits, c_tile=False)
 
 
 def _persistent_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
-    for key in ("FLATTEN", "EPILOGUE_SUBTILE"):
+    for key in ("FLATTEN", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE"):
         if config.get(key) and not config["TMA"]:
             return f"{key}=1 is a TMA-path option (the tutorial's descriptor kernel); this config has TMA=0"
+    if config.get("WARP_SPECIALIZE"):
+        reason = _warp_specialize_prune_reason(config)
+        if reason:
+            return reason
     if config.get("EPILOGUE_SUBTILE") and config["BLOCK_N"] < 32:
         return f"EPILOGUE_SUBTILE=1 halves BLOCK_N={config['BLOCK_N']} below the 16 columns of a tl.dot tile"
     if config.get("FLATTEN") and not HAS_FLATTENED_RANGE:
@@ -887,7 +934,7 @@ KERNEL = KernelSpec(
         "gpu": [
             shape_entry("launch-bound: 4 tiles of 128x128, far fewer than 132 SMs", M=256, N=256, K=256),
             shape_entry(
-                "the issue's target size (>= 0.85x cuBLAS, persistent >= 0.95x): 32 MB per operand at fp16",
+                "the issue's target size (>= 0.85x cuBLAS, persistent >= 0.98x): 32 MB per operand at fp16",
                 M=4096,
                 N=4096,
                 K=4096,

@@ -3,6 +3,13 @@ H200's limits for checking a kernel's declared config space against the device i
 
 from __future__ import annotations
 
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
 import torch
 
 from kernelscope import correctness
@@ -35,3 +42,24 @@ def gate(
 
 def assert_pass(record: dict) -> None:
     assert record["status"] == "pass", f"{record['implementation']} {record['config']}: {record['failure']}"
+
+
+def offline_sm90(script: str, payload) -> dict:
+    """Runs ``script`` (Python source that reads ``json.loads(sys.argv[1])`` and prints one JSON object last)
+    in a subprocess without TRITON_INTERPRET, since under the interpreter @triton.jit functions cannot be
+    compiled: for offline sm_90 builds (ptxas ships with Triton's NVIDIA backend), which show what the compiler
+    emits where the interpreter cannot. Skips the test where the script prints ``{"unavailable": why}``."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(payload)],
+        env=env,
+        cwd=pathlib.Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if "unavailable" in result:
+        pytest.skip(result["unavailable"])
+    return result

@@ -124,6 +124,79 @@ def test_persistent_tutorial_options_are_pruned_where_they_cannot_apply():
     assert sum(1 for c in configs if c.get("FLATTEN")) == 4
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_warp_specialized_config_stores_every_tile_where_it_belongs(dtype):
+    """The interpreter runs the warp-specialised loop as a plain loop, so this checks the kernel's code at that
+    config (one-warpgroup 128-row tiles, several tiles a program, ragged edges, a K tail); what the compiler
+    builds from it is checked offline below."""
+    shape = _shape(M=300, N=144, K=72)
+    config = mm._config(128, 128, 32, 2, 4, 2, TMA=1, WARP_SPECIALIZE=1)
+    (programs,) = mm.persistent_grid(300, 144, config, runtime.device_limits()["num_sms"])
+    assert mm._num_tiles(300, 144, config) == 6 and programs < 6
+    result = _gate(PERSISTENT, shape, dtype, config, seeds=(0, 1))
+    assert result["status"] == "pass", result["failure"]
+
+
+def test_warp_specialization_is_pruned_where_the_compiler_ignores_or_refuses_it():
+    shape = _shape(M=8192, N=8192, K=1000)
+    limits = {**H200, "interpreter": False}
+    ws = mm._config(128, 256, 64, 8, 4, 3, TMA=1, WARP_SPECIALIZE=1)
+    assert PERSISTENT.prune(ws, shape, torch.float16, limits) is None
+    cases = [
+        ({"TMA": 0}, "TMA-path option"),
+        ({"FLATTEN": 1}, "flattened loop nest"),
+        ({"num_warps": 8}, "num_warps=8"),
+        ({"EPILOGUE_SUBTILE": 1}, "fails to compile on triton 3.6"),
+        ({"BLOCK_M": 64}, "BLOCK_M=64"),
+    ]
+    for change, reason in cases:
+        assert reason in PERSISTENT.prune({**ws, **change}, shape, torch.float16, limits), change
+    configs = mm._persistent_configs(shape, torch.float16)
+    swept = [c for c in configs if c.get("WARP_SPECIALIZE")]
+    assert len(swept) == len(mm._PERSISTENT_WS_TILES)
+    assert all(PERSISTENT.prune(c, shape, torch.float16, limits) is None for c in swept)
+    # small problems (one wave of tiles or less) sweep no specialised config
+    assert not any(c.get("WARP_SPECIALIZE") for c in mm._persistent_configs(_shape(M=256, N=256, K=256), torch.float16))
+
+
+_SM90_WARP_SPECIALIZE = r"""
+import json, sys
+try:
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    import triton
+except ImportError as e:
+    print(json.dumps({"unavailable": f"no offline compiler: {e}"})); sys.exit()
+from kernels import matmul as mm
+sig = dict.fromkeys(("a_ptr", "b_ptr", "c_ptr"), "*fp16")
+sig |= dict.fromkeys(("M", "N", "K", *(f"stride_{s}" for s in ("am", "ak", "bk", "bn", "cm", "cn"))), "i32")
+out = []
+for config in json.loads(sys.argv[1]):
+    const = {k: config[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+    const |= dict(USE_TMA=True, A_COL_MAJOR=False, B_COL_MAJOR=False, DOT_IN_FP32=False, ALIGN_AM=8, ALIGN_AK=1,
+                  ALIGN_BK=16, ALIGN_BN=1, ALIGN_K=8, FLATTEN=bool(config.get("FLATTEN", 0)),
+                  EPILOGUE_SUBTILE=False, WARP_SPECIALIZE=bool(config.get("WARP_SPECIALIZE", 0)))
+    sig_all = sig | dict.fromkeys(const, "constexpr")
+    attrs = {(i,): [["tt.divisibility", 16]] for i in (0, 1, 2, 3, 4, 6, 9, 11)}
+    k = triton.compile(ASTSource(fn=mm._matmul_persistent_kernel, signature=sig_all, constexprs=const, attrs=attrs),
+                       target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": config["num_warps"], "num_stages": config["num_stages"]})
+    out.append({"warp_specialize": k.asm["ttgir"].count("ttg.warp_specialize("),
+                "setmaxnreg": k.asm["ptx"].count("setmaxnreg")})
+print(json.dumps({"builds": out}))
+"""
+
+
+def test_warp_specialization_compiles_to_partitions_only_where_the_prune_rules_allow_it():
+    """Offline sm_90a builds at 8192 x 8192 x 1000 (fp16): the swept config becomes a ``ttg.warp_specialize`` op
+    with registers rebalanced between its partitions; the same tile with 8 warps or a flattened loop is built
+    unspecialised, which is why the prune rules refuse those (a duplicate of an unspecialised config)."""
+    ws = mm._config(128, 128, 64, 8, 4, 3, TMA=1, WARP_SPECIALIZE=1)
+    builds = helpers.offline_sm90(_SM90_WARP_SPECIALIZE, [ws, {**ws, "num_warps": 8}, {**ws, "FLATTEN": 1}])["builds"]
+    assert builds[0]["warp_specialize"] == 1 and builds[0]["setmaxnreg"] > 0, builds
+    assert [b["warp_specialize"] for b in builds[1:]] == [0, 0], builds
+
+
 @triton.jit
 def _swizzle_probe(out_ptr, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     tile_id = tl.program_id(0)
@@ -248,7 +321,8 @@ def test_config_spaces_and_defaults(impl):
         for dtype in DTYPES:
             configs = impl.configs(shape, dtype)
             default = impl.default_config(shape, dtype)
-            assert len(configs) <= 16
+            # each swept config is compiled per case: a bounded space keeps a default run's sweeps short
+            assert len(configs) <= 20
             assert impl.prune(default, shape, dtype, H200) is None
             assert default in configs  # the sweep then times exactly the declared space
     for shape in SPEC.shape_sets["cpu"]:

@@ -635,27 +635,7 @@ def sm90_memory_ops(cases: list) -> list[dict]:
     """Counts of the global-memory instructions in the sm_90 PTX of each ``(module, kernel, signature,
     constexprs, num_warps[, divisible])``, ``divisible`` the indices of the arguments known multiples of 16;
     skips the test where this Triton has no offline NVIDIA compiler."""
-    import json
-    import os
-    import pathlib
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = pathlib.Path(__file__).resolve().parents[1]
-    done = subprocess.run(
-        [sys.executable, "-c", _SM90_MEMORY_OPS, json.dumps(cases)],
-        env=env,
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    if "unavailable" in result:
-        pytest.skip(result["unavailable"])
-    return result["ops"]
+    return helpers.offline_sm90(_SM90_MEMORY_OPS, cases)["ops"]
 
 
 def row_kernel_signature(dtype: str) -> dict:
