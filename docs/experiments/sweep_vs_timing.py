@@ -1,0 +1,176 @@
+"""Why does the sweep time a config 14 % faster than the timing stage does, for the same code and config?
+
+In the default runs at 8a04a22 and f684623 (docs/kernel-notes.md, session 18), softmax 1024 x 65536
+triton_persistent at ``programs_per_sm=1, num_stages=2, num_warps=8`` took 136.0 us in the sweep (fp16; bf16
+140.1) and 156.5 us in the timing stage (bf16 160.5), in one job after the other on one card. Over every other
+(case, variant) of those runs the two stages agree (median timing/sweep 1.000). The two stages differ in:
+
+* how many placements the device-time samples rotate over (sweep: the inputs and one shared output, 5 copies
+  within the 1 GiB budget; timing: the inputs and every implementation's output, 2 copies);
+* how many samples (sweep ``device_time_s`` 0.02, about 30-70 calls; timing 0.1, about 600);
+* what ran before (the other configs; the baselines).
+
+This script runs, in one process on one card: the pipeline's own sweep of triton_persistent and its own timing
+stage (``sweep.sweep_variants``, ``timing_stage.time_case``), then the two configs (and triton_online's
+default and torch, as controls) on the device basis with the samples rotating over 1, 2, 5 and 8 placements,
+and at each of 8 placements alone, then the sweep again:
+
+    python docs/experiments/sweep_vs_timing.py --dtype float16 --out sweep_vs_timing-fp16.json
+
+Device time is kernelscope's basis (timing.measure_device: CUPTI kernel records, L2 flushed before each call).
+Used in docs/timing-basis.md, section "The sweep and the timing stage on one wide-row config".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+
+import torch
+import yaml
+
+from kernelscope import placement, registry, runtime, sweep, timing, timing_stage
+
+SHAPE = "M1024_N65536"
+PIPELINED = {"programs_per_sm": 1, "num_stages": 2, "num_warps": 8}
+DEFAULT = {"programs_per_sm": 4, "num_stages": 1, "num_warps": 8}
+
+
+def settings_from_config(path: str) -> tuple[timing.TimingSettings, timing.TimingSettings]:
+    """The default configuration's sweep and timing settings, as the CLI builds them."""
+    with open(path) as f:
+        cfg = yaml.safe_load(f)
+    return timing.TimingSettings.from_config(cfg["sweep"]["timing"]), timing.TimingSettings.from_config(cfg["timing"])
+
+
+def brief(rec: dict) -> dict:
+    keep = ("median_us", "p20_us", "p80_us", "n", "placements", "status")
+    out = {k: rec.get(k) for k in keep}
+    samples = rec.get("device_samples_us") or rec.get("samples_us") or []
+    if len(samples) >= 20:  # drift inside a record: the first and the last fifth of its samples
+        fifth = len(samples) // 5
+        out["first_fifth_median_us"] = statistics.median(samples[:fifth])
+        out["last_fifth_median_us"] = statistics.median(samples[-fifth:])
+    return out
+
+
+def pipeline_sweep(spec, shape, dtype, settings) -> dict:
+    impl = spec.implementation("triton_persistent")
+    started = time.perf_counter()
+    doc = sweep.sweep_variants(spec, [impl], shape, dtype, settings, keep_default_within=0.03)[0]
+    return {
+        "wall_s": time.perf_counter() - started,
+        "configs": {c["key"]: brief(c) for c in doc["configs"] if c.get("status") == "ok"},
+        "best": doc.get("best"),
+    }
+
+
+def pipeline_timing(spec, shape, dtype, settings, persistent_config) -> dict:
+    best = {impl.name: dict(impl.default_config(shape, dtype)) for impl in spec.triton_variants}
+    best["triton_persistent"] = dict(persistent_config)
+    doc = timing_stage.time_case(spec, shape, dtype, best, settings)
+    out = {}
+    for rec in doc["implementations"]:
+        name = rec["implementation"] + (f" ({rec['block']})" if rec.get("block") else "")
+        dev = rec.get("device") or {}
+        out[name] = {"config": rec.get("config"), "event_median_us": rec.get("median_us"), **brief(dev)}
+    return out
+
+
+def controlled(spec, shape, dtype, settings, rng: random.Random, copies_list, singles: int) -> list[dict]:
+    """Each closure on the device basis, rotating over k placements of its input and output, and at each of
+    ``singles`` placements alone (a spacer of 1-64 MiB before each)."""
+    flush = timing.L2Flusher(True)
+    closures = [
+        ("triton_persistent", PIPELINED),
+        ("triton_persistent", DEFAULT),
+        ("triton_online", None),
+        ("torch", {}),
+    ]
+    rows = []
+    inputs = spec.make_inputs(shape, dtype, runtime.device(), 0)
+    for name, config in closures:
+        impl = spec.implementation(name)
+        config = dict(impl.default_config(shape, dtype)) if config is None else config
+        out = spec.make_output(inputs)
+        fn = impl.prepare(inputs, out, config)
+        fn()
+        runtime.synchronize()
+        tensors = [inputs["x"], out]
+        row = {"implementation": name, "config": config, "rotating": {}, "singles_us": []}
+        for k in copies_list:
+            places = placement.Placements(tensors, k)
+            call = places.rotating(fn)
+            places.warm(fn)
+            for _ in range(settings.warmup):
+                call()
+            rec = timing.measure_device(call, settings, flush, 150.0)
+            row["rotating"][str(k)] = brief(rec)
+            # back at copy 0, and the clones freed before the next k
+            while places.index != 0:
+                places.advance()
+            del places, call
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        spacers = []
+        for _ in range(singles):
+            spacers.append(torch.empty(rng.randint(1, 64) << 20, dtype=torch.uint8, device=runtime.device()))
+            x = inputs["x"].clone()
+            o = torch.empty_like(out)
+            one = impl.prepare({**inputs, "x": x}, o, config)
+            for _ in range(settings.warmup):
+                one()
+            rec = timing.measure_device(one, settings, flush, 150.0)
+            row["singles_us"].append(rec.get("median_us"))
+            del x, o, one
+        del spacers
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        rows.append(row)
+        s = [v for v in row["singles_us"] if v is not None] or [float("nan")]
+        print(
+            f"{name} {config}: rotating "
+            + ", ".join(f"{k}: {v['median_us']}" for k, v in row["rotating"].items())
+            + f" us; {singles} placements alone {min(s):.1f}-{max(s):.1f} us (spread {max(s) / min(s) - 1:.1%})",
+            flush=True,
+        )
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--config", default="config/config.yaml")
+    ap.add_argument("--seed", type=int, default=0, help="seeds the spacer sizes (placement), not the inputs")
+    ap.add_argument("--singles", type=int, default=8)
+    ap.add_argument("--shape-set", default="gpu", help="cpu: a smoke test under the interpreter")
+    ap.add_argument("--shape", default=SHAPE)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    spec = registry.get("softmax")
+    shape = spec.shape(args.shape_set, args.shape)
+    dtype = getattr(torch, args.dtype)
+    sweep_settings, timing_settings = settings_from_config(args.config)
+    timing.prepare_device_basis()
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    doc = {"shape": args.shape, "dtype": args.dtype, "torch": torch.__version__, "device": device}
+    import triton
+
+    doc["triton"] = triton.__version__
+    doc["sweep_1"] = pipeline_sweep(spec, shape, dtype, sweep_settings)
+    print("sweep 1:", {k: v["median_us"] for k, v in doc["sweep_1"]["configs"].items()}, flush=True)
+    doc["timing"] = pipeline_timing(spec, shape, dtype, timing_settings, PIPELINED)
+    print("timing:", {k: (v["median_us"], v["event_median_us"], v["placements"]) for k, v in doc["timing"].items()})
+    rng = random.Random(args.seed)
+    doc["controlled_timing_settings"] = controlled(spec, shape, dtype, timing_settings, rng, (1, 2, 5, 8), args.singles)
+    doc["sweep_2"] = pipeline_sweep(spec, shape, dtype, sweep_settings)
+    print("sweep 2:", {k: v["median_us"] for k, v in doc["sweep_2"]["configs"].items()}, flush=True)
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
