@@ -439,6 +439,44 @@ def two_mode_records(data: dict[str, Any]) -> list[str]:
     return out
 
 
+#: how far a Triton variant's timing-stage device time may lie from the sweep's device time of the same config
+#: before the sweep's choice of that config is refused. In the default runs at 8a04a22 and f684623 the two stages
+#: agreed within 0.3 % at the median and within 5 % for 184 and 182 of 188 timed configs; the one config they
+#: put 15 % apart in both runs ran at two speeds in two processes (docs/timing-basis.md, "The sweep and the
+#: timing stage on one wide-row config").
+STAGE_AGREEMENT = 0.05
+
+
+def stage_disagreements(data: dict[str, Any], limit: float = STAGE_AGREEMENT) -> list[str]:
+    """Each timed Triton variant whose timing-stage device time differs from its sweep's device time of the same
+    config by more than ``limit`` (a fraction), or by more than the run's rerun calibration puts between two runs
+    of one Triton kernel of that size where that is wider, named with both times: the sweep ranked the configs in
+    a state the timing stage did not reproduce, so the config it chose need not be the fastest where the variant
+    is timed."""
+    calibration = data.get("reruns") if (data.get("reruns") or {}).get("status") == "ok" else None
+    out = []
+    for case in data["cases"]:
+        timed = {
+            r["implementation"]: r["device"]["median_us"]
+            for r in (case.get("timing") or {}).get("implementations", [])
+            if r.get("status") == "ok" and r.get("block") != "A2" and (r.get("device") or {}).get("status") == "ok"
+        }
+        for variant in case.get("sweeps") or []:
+            best = variant.get("best") or {}
+            chosen = next((c for c in variant.get("configs", []) if c.get("key") == best.get("key")), {})
+            timing_us, sweep_us = timed.get(variant["implementation"]), chosen.get("median_us")
+            if timing_us is None or not sweep_us or chosen.get("basis") != "device":
+                continue
+            floor = reruns.floor(calibration, "device", min(timing_us, sweep_us), ["triton"]) or {}
+            if abs(timing_us / sweep_us - 1.0) > max(limit, floor.get("rel", 0.0)):
+                out.append(
+                    f"{case['kernel']} {case['shape']} {case['dtype']} {variant['implementation']} "
+                    f"[{best['key']}]: {sweep_us:.1f} µs in the sweep, {timing_us:.1f} µs in the timing stage "
+                    f"({timing_us / sweep_us - 1.0:+.1%})"
+                )
+    return out
+
+
 def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]]:
     """What a run's data supports and what it refuses, from its records (``rundata.collect``) and tables
     (``rundata.tables``): the claim list, and every refusal with its reason and topic (``verdicts.Topic``).
@@ -546,6 +584,15 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
             f"modes; the median describes the mode that held more samples, and a rerun can land in the other: "
             f"{'; '.join(split)}.",
             Topic.CLOCKS,
+        )
+    apart = [] if interpreter else stage_disagreements(data)
+    if apart:
+        refuse(
+            f"The sweep's choice of launch config for {len(apart)} timed Triton variant"
+            f"{'s' if len(apart) > 1 else ''} whose timing-stage device time lies more than {STAGE_AGREEMENT:.0%} "
+            "from the sweep's device time of the same config: the sweep ranked the configs in a state the timing "
+            f"stage did not reproduce, so another config may be the faster one where the variant was timed: "
+            f"{'; '.join(apart)}."
         )
     counters = [c for c in data["cases"] if (c.get("ncu") or {}).get("ran")]
     if len(counters) < len(data["cases"]):

@@ -422,3 +422,53 @@ def test_two_mode_samples_reach_does_not_support(monkeypatch):
     assert "k S0 float16 t (sustained load: 1385.9 and 1528.4 µs, 29 of 68 samples in the slower mode)" in said
     data["specs"]["interpreter"] = True
     assert not [s for s in claims.statements(data, tbl)["does_not_support"] if "two modes" in s]
+
+
+def _stage_case(sweep_us: float, timing_us: float, basis: str = "device", block: str | None = None) -> dict:
+    """One case whose sweep timed triton_p's chosen config at ``sweep_us`` and whose timing stage timed it at
+    ``timing_us`` (device time)."""
+    chosen = {"key": "num_stages=2", "status": "ok", "median_us": sweep_us, "basis": basis}
+    other = {"key": "num_stages=1", "status": "ok", "median_us": sweep_us * 1.1, "basis": basis}
+    rec = {"implementation": "triton_p", "kind": "triton", "status": "ok", "device": {"status": "ok"}}
+    rec["device"]["median_us"] = timing_us
+    if block:
+        rec["block"] = block
+    return {
+        "kernel": "softmax",
+        "shape": "M1024_N65536",
+        "dtype": "float16",
+        "sweeps": [{"implementation": "triton_p", "best": {"key": "num_stages=2"}, "configs": [other, chosen]}],
+        "timing": {"implementations": [rec]},
+    }
+
+
+def test_a_config_the_timing_stage_times_apart_from_the_sweep_is_named():
+    """A timed config whose timing-stage device time lies more than STAGE_AGREEMENT from the sweep's time of the
+    same config is named with both times; one within it, an event-basis sweep and an A2 record are not; a rerun
+    calibration wider than the limit for that size widens it."""
+    (named,) = claims.stage_disagreements({"cases": [_stage_case(136.0, 156.5)]})
+    assert named == (
+        "softmax M1024_N65536 float16 triton_p [num_stages=2]: 136.0 µs in the sweep, 156.5 µs in the timing stage "
+        "(+15.1%)"
+    )
+    assert claims.stage_disagreements({"cases": [_stage_case(136.0, 128.0)]})[0].endswith("(-5.9%)")
+    assert claims.stage_disagreements({"cases": [_stage_case(136.0, 141.0)]}) == []  # 3.7 %
+    assert claims.stage_disagreements({"cases": [_stage_case(136.0, 156.5, basis="event")]}) == []
+    assert claims.stage_disagreements({"cases": [_stage_case(136.0, 156.5, block="A2")]}) == []
+    wide = {"status": "ok", "summary": [{"basis": "device", "size_class": "100-1000 us", "kind": "triton"}]}
+    wide["summary"][0].update(p95_rel=0.2, n=10)
+    assert claims.stage_disagreements({"cases": [_stage_case(136.0, 156.5)], "reruns": wide}) == []
+    wide["summary"][0]["p95_rel"] = 0.1
+    assert len(claims.stage_disagreements({"cases": [_stage_case(136.0, 156.5)], "reruns": wide})) == 1
+
+
+def test_stage_disagreement_reaches_does_not_support(monkeypatch):
+    """The refusal is made from the cases' records on a GPU run, and not for an interpreter run."""
+    _fingerprint(monkeypatch)
+    data, tbl = _statement_inputs([True])
+    data["cases"] = [_stage_case(136.0, 156.5)]
+    (said,) = [s for s in claims.statements(data, tbl)["does_not_support"] if "sweep's choice" in s]
+    assert said.startswith("The sweep's choice of launch config for 1 timed Triton variant whose timing-stage")
+    assert said.endswith("156.5 µs in the timing stage (+15.1%).")
+    data["specs"]["interpreter"] = True
+    assert not [s for s in claims.statements(data, tbl)["does_not_support"] if "sweep's choice" in s]
