@@ -222,7 +222,7 @@ def time_case(
     order: list[tuple[Implementation, dict[str, Any] | None]] = [(primary, {})]
     order += [(impl, {}) for impl in spec.baselines if impl.name != primary.name]
     order += [(impl, best_configs.get(impl.name)) for impl in spec.triton_variants]
-    slots: list[dict[str, Any] | _Prepared] = []
+    slots: list[dict[str, Any] | _Prepared | None] = []
     results: list[dict[str, Any]] = []
     # if a hang cannot be interrupted, the job writes what it has (faults.bounded): the records measured so
     # far, else those prepared so far; no A2 block, no A/A floor
@@ -232,13 +232,19 @@ def time_case(
             "settings": dataclasses.asdict(settings),
             "aa_floor": None,
             "implementations": [
-                *(results or [s.rec if isinstance(s, _Prepared) else s for s in slots]),
+                *(results or [s.rec if isinstance(s, _Prepared) else s for s in slots if s is not None]),
                 faults.abandoned_record(label),
             ],
         }
     )
-    for impl, config in order:
-        slots.append(skipped(impl, config) or _Prepared(spec, impl, inputs, config))
+    # Prepared (compiled, loaded, first called) Triton variants first, then the baselines; sampled in ``order``.
+    # The sweep ranks a variant's configs in a process where no torch.compile code has run; one config ran
+    # 15-19 % slower in every timing job, where torch.compile's first call came before its load
+    # (docs/timing-basis.md, "The sweep and the timing stage on one wide-row config").
+    slots.extend([None] * len(order))
+    for i in sorted(range(len(order)), key=lambda i: order[i][0].kind != "triton"):
+        impl, config = order[i]
+        slots[i] = skipped(impl, config) or _Prepared(spec, impl, inputs, config)
     placements = _placements(slots, settings)
     setup_s = time.perf_counter() - started  # inputs, every prepare, compile and first call, the placements
 

@@ -80,7 +80,17 @@ def pipeline_timing(spec, shape, dtype, settings, persistent_config) -> dict:
     return out
 
 
-def controlled(spec, shape, dtype, settings, rng: random.Random, copies_list, singles: int) -> list[dict]:
+def controlled(
+    spec,
+    shape,
+    dtype,
+    settings,
+    rng: random.Random,
+    copies_list,
+    singles: int,
+    n_closures: int = 4,
+    compile_first: bool = False,
+) -> list[dict]:
     """Each closure on the device basis, rotating over k placements of its input and output, and at each of
     ``singles`` placements alone (a spacer of 1-64 MiB before each)."""
     flush = timing.L2Flusher(True)
@@ -89,7 +99,7 @@ def controlled(spec, shape, dtype, settings, rng: random.Random, copies_list, si
         ("triton_persistent", DEFAULT),
         ("triton_online", None),
         ("torch", {}),
-    ]
+    ][:n_closures]
     rows = []
     inputs = spec.make_inputs(shape, dtype, runtime.device(), 0)
     for name, config in closures:
@@ -97,6 +107,8 @@ def controlled(spec, shape, dtype, settings, rng: random.Random, copies_list, si
         config = dict(impl.default_config(shape, dtype)) if config is None else config
         out = spec.make_output(inputs)
         fn = impl.prepare(inputs, out, config)
+        if compile_first:  # as both stages do: compiled and loaded without a launch, then called
+            timing.compile_only(fn)
         fn()
         runtime.synchronize()
         tensors = [inputs["x"], out]
@@ -148,8 +160,22 @@ def main() -> None:
     ap.add_argument("--singles", type=int, default=8)
     ap.add_argument("--shape-set", default="gpu", help="cpu: a smoke test under the interpreter")
     ap.add_argument("--shape", default=SHAPE)
+    ap.add_argument("--phases", default="sweep,timing,controlled,sweep", help="which phases, in order")
+    ap.add_argument("--compile-only", action="store_true", help="timing.compile_only before the first call")
+    ap.add_argument("--closures", type=int, default=4, help="the first N closures of the controlled phase")
+    ap.add_argument("--copies", default="1,2,5,8", help="placements to rotate over in the controlled phase")
+    ap.add_argument(
+        "--import-inductor",
+        action="store_true",
+        help="import torch._dynamo and torch._inductor.compile_fx first, as the CLI does in timing jobs",
+    )
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    if args.import_inductor:
+        import importlib
+
+        importlib.import_module("torch._dynamo")
+        importlib.import_module("torch._inductor.compile_fx")
     spec = registry.get("softmax")
     shape = spec.shape(args.shape_set, args.shape)
     dtype = getattr(torch, args.dtype)
@@ -160,14 +186,32 @@ def main() -> None:
     import triton
 
     doc["triton"] = triton.__version__
-    doc["sweep_1"] = pipeline_sweep(spec, shape, dtype, sweep_settings)
-    print("sweep 1:", {k: v["median_us"] for k, v in doc["sweep_1"]["configs"].items()}, flush=True)
-    doc["timing"] = pipeline_timing(spec, shape, dtype, timing_settings, PIPELINED)
-    print("timing:", {k: (v["median_us"], v["event_median_us"], v["placements"]) for k, v in doc["timing"].items()})
+    doc["import_inductor"] = args.import_inductor
     rng = random.Random(args.seed)
-    doc["controlled_timing_settings"] = controlled(spec, shape, dtype, timing_settings, rng, (1, 2, 5, 8), args.singles)
-    doc["sweep_2"] = pipeline_sweep(spec, shape, dtype, sweep_settings)
-    print("sweep 2:", {k: v["median_us"] for k, v in doc["sweep_2"]["configs"].items()}, flush=True)
+    copies = tuple(int(k) for k in args.copies.split(","))
+    for i, phase in enumerate(args.phases.split(",")):
+        key = f"{i}_{phase}"
+        if phase == "sweep":
+            doc[key] = pipeline_sweep(spec, shape, dtype, sweep_settings)
+            print(key, {k: v["median_us"] for k, v in doc[key]["configs"].items()}, flush=True)
+        elif phase == "timing":
+            doc[key] = pipeline_timing(spec, shape, dtype, timing_settings, PIPELINED)
+            print(key, {k: (v["median_us"], v["event_median_us"], v["placements"]) for k, v in doc[key].items()})
+        elif phase in ("torch", "torch_compile"):  # one call of a baseline (for torch_compile: its compile)
+            impl = spec.implementation(phase)
+            inputs = spec.make_inputs(shape, dtype, runtime.device(), 0)
+            out = spec.make_output(inputs)
+            started = time.perf_counter()
+            impl.prepare(inputs, out, {})()
+            runtime.synchronize()
+            doc[key] = {"first_call_s": time.perf_counter() - started}
+            print(key, doc[key], flush=True)
+        elif phase == "controlled":
+            doc[key] = controlled(
+                spec, shape, dtype, timing_settings, rng, copies, args.singles, args.closures, args.compile_only
+            )
+        else:
+            ap.error(f"unknown phase {phase!r}")
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1, default=str)
 
