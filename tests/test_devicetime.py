@@ -440,6 +440,26 @@ def test_time_case_device_basis_per_record(standin_cuda: StandinDevice):
     assert recs[("triton_a", None)]["sustained"]["samples_us"] == [80.0] * 4
 
 
+def test_time_case_prepares_triton_variants_before_the_baselines(standin_cuda: StandinDevice, monkeypatch):
+    """The Triton variants are compiled, loaded and first called before any baseline is prepared (as in the sweep,
+    where no torch.compile code runs before they load: docs/timing-basis.md, "The sweep and the timing stage on one
+    wide-row config"); the samples keep the order A1, baselines, variants, A2."""
+    prepared = []
+    original = timing_stage._Prepared.__init__
+
+    def spy(self, spec, impl, inputs, config):
+        prepared.append(impl.name)
+        original(self, spec, impl, inputs, config)
+
+    monkeypatch.setattr(timing_stage._Prepared, "__init__", spy)
+    spec = standin_spec(standin_cuda, 20.0)
+    doc = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_a": {}}, _stage_settings())
+    assert prepared == ["triton_a", "torch", "torch_compile"]
+    sampled = [(r["implementation"], r.get("block")) for r in doc["implementations"]]
+    assert sampled == [("torch", "A1"), ("torch_compile", None), ("triton_a", None), ("torch", "A2")]
+    assert all(r["status"] == "ok" for r in doc["implementations"])
+
+
 @pytest.mark.parametrize("seed_method", [True, False])
 def test_time_case_seed_method_only_when_asked(standin_cuda: StandinDevice, seed_method):
     spec = standin_spec(standin_cuda, 20.0)
