@@ -469,10 +469,12 @@ def stage_disagreements(data: dict[str, Any], limit: float = STAGE_AGREEMENT) ->
                 continue
             floor = reruns.floor(calibration, "device", min(timing_us, sweep_us), ["triton"]) or {}
             if abs(timing_us / sweep_us - 1.0) > max(limit, floor.get("rel", 0.0)):
+                local = max((k.get("local_bytes") or 0 for k in chosen.get("kernels", [])), default=0)
                 out.append(
                     f"{case['kernel']} {case['shape']} {case['dtype']} {variant['implementation']} "
                     f"[{best['key']}]: {sweep_us:.1f} µs in the sweep, {timing_us:.1f} µs in the timing stage "
                     f"({timing_us / sweep_us - 1.0:+.1%})"
+                    + (f", its kernel using {local} bytes of local memory a thread" if local else "")
                 )
     return out
 

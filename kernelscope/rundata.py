@@ -132,6 +132,17 @@ def _ceilings(calibration: dict[str, Any], dtype: str) -> tuple[float | None, fl
     return copy, mm
 
 
+def config_resources(rec: dict[str, Any]) -> dict[str, int | None]:
+    """The most registers (a thread), local memory (bytes a thread: register spills) and shared memory (bytes a
+    program) any of a swept config's kernels takes, as the driver reported them when it loaded them
+    (``timing.kernel_resources``); None where the record has none (the interpreter, a config that failed)."""
+    used = rec.get("kernels") or []
+    return {
+        field: max((k[field] for k in used if k.get(field) is not None), default=None)
+        for field in ("registers", "local_bytes", "shared_bytes")
+    }
+
+
 def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
     correctness_rows, timing_rows, sample_rows, sweep_rows, profile_rows, claim_rows = [], [], [], [], [], []
     for case in data["cases"]:
@@ -287,6 +298,7 @@ def tables(data: dict[str, Any]) -> dict[str, pd.DataFrame]:
                         "first_call_ms": rec.get("first_call_ms"),
                         "median_us": rec.get("median_us"),
                         "reason": rec.get("reason"),
+                        **config_resources(rec),
                     }
                 )
         for rec in (case["profile"] or {}).get("implementations", []):

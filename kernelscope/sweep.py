@@ -36,7 +36,8 @@ def _prepare_config(spec: KernelSpec, impl: Implementation, inputs, config: dict
     config writes the one output: they run one at a time, each checked right after its call."""
     try:
         fn = impl.prepare(inputs, out, config)
-        return {"out": out, "fn": fn, "compile_ms": timing.compile_only(fn)}
+        kernels: list[dict[str, Any]] = []
+        return {"out": out, "fn": fn, "compile_ms": timing.compile_only(fn, kernels), "kernels": kernels}
     except Exception as exc:  # compile failures (OutOfResources, ...) are data
         return {
             "error": f"{type(exc).__name__}: {exc}"[:2000],
@@ -123,6 +124,8 @@ def _check_variant(
             )
             continue
         rec["compile_ms"] = made["compile_ms"]
+        if made["kernels"]:  # registers, local (spill) and shared memory, from the driver (timing.kernel_resources)
+            rec["kernels"] = made["kernels"]
         try:
             with gpus.shared(f"sweep check {rec['key']}"), faults.bounded(f"{impl.name} {rec['key']}"):
                 made["out"].fill_(float("nan"))

@@ -118,6 +118,9 @@ def _install_compile_only_switch() -> bool:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         kernel = original(self, *args, grid=grid, warmup=True, **kwargs)
         devicetime.load(kernel)  # so the first launch under the GPU lock has nothing left to build
+        sink = getattr(_COMPILE_ONLY, "kernels", None)
+        if sink is not None and (used := kernel_resources(kernel)) is not None:
+            sink.append(used)
         return kernel
 
     run._kernelscope_switch = True
@@ -125,22 +128,41 @@ def _install_compile_only_switch() -> bool:
     return True
 
 
-def compile_only(fn: Callable[[], Any]) -> float | None:
+def kernel_resources(kernel: Any) -> dict[str, Any] | None:
+    """What the driver says a loaded Triton kernel takes: registers a thread, local memory a thread (register
+    spills and local arrays: the driver's LOCAL_SIZE_BYTES, which Triton keeps as ``n_spills`` in 4-byte words)
+    and shared memory a program. None for an object without them (not loaded, another Triton)."""
+    registers, spilled = getattr(kernel, "n_regs", None), getattr(kernel, "n_spills", None)
+    if not isinstance(registers, int) or not isinstance(spilled, int):
+        return None
+    metadata = getattr(kernel, "metadata", None)
+    return {
+        "kernel": getattr(kernel, "name", None),
+        "registers": registers,
+        "local_bytes": 4 * spilled,
+        "shared_bytes": getattr(metadata, "shared", None),
+    }
+
+
+def compile_only(fn: Callable[[], Any], kernels: list[dict[str, Any]] | None = None) -> float | None:
     """Compile every Triton kernel ``fn`` would launch, without launching any, and return the wall time
     in milliseconds; None on the interpreter, or where this Triton has no compile-only launch (then the
     first call compiles, as it does when this pass fails). Whatever else the closure does (torch set-up
     ops) still runs; its output is garbage and is ignored. Needs no GPU lock: no kernel of the closure's
-    runs, so a sampler on the card sees at most the set-up ops' short kernels."""
+    runs, so a sampler on the card sees at most the set-up ops' short kernels. ``kernels``, where given,
+    receives each compiled kernel's :func:`kernel_resources`."""
     if runtime.select_backend() != "cuda" or not _install_compile_only_switch():
         return None
     t0 = time.perf_counter()
     _COMPILE_ONLY.on = True
+    _COMPILE_ONLY.kernels = kernels
     try:
         fn()
     except Exception:  # noqa: BLE001 - whatever failed here fails again, and is recorded, at the first call
         return None
     finally:
         _COMPILE_ONLY.on = False
+        _COMPILE_ONLY.kernels = None
     return (time.perf_counter() - t0) * 1e3
 
 

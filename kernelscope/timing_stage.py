@@ -62,7 +62,10 @@ class _Prepared:
             self.rec["prepare_ms"] = (time.perf_counter() - started) * 1e3
             with torch.no_grad():
                 if impl.kind == "triton":  # a baseline's closure would run its kernels for real
-                    self.rec["compile_ms"] = timing.compile_only(fn)
+                    kernels: list[dict[str, Any]] = []
+                    self.rec["compile_ms"] = timing.compile_only(fn, kernels)
+                    if kernels:
+                        self.rec["kernels"] = kernels
                 compiles = impl.kind == "compile"
                 loaded = {id(m) for m in baselines._loaded_inductor_modules()} if compiles else set()
                 with gpus.shared(f"first call {impl.name}"), faults.bounded(impl.name):

@@ -470,3 +470,28 @@ def test_time_case_seed_method_only_when_asked(standin_cuda: StandinDevice, seed
     assert with_seed == ([("torch", "A1"), ("torch_compile", None), ("triton_a", None)] if seed_method else [])
     if seed_method:
         assert doc["implementations"][0]["seed_method"]["samples_us"] == [20.0] * 3
+
+
+def test_sweep_and_timing_stage_keep_each_configs_kernel_resources(standin_cuda: StandinDevice, monkeypatch):
+    """What compile_only reports for a config's kernels lands in its sweep record and in the timing stage's
+    record of the variant; the sweep table takes the most of them."""
+    from kernelscope import rundata, sweep
+
+    def compile_only(fn, kernels=None):
+        if kernels is not None:
+            kernels += [{"kernel": "a", "registers": 64, "local_bytes": 0, "shared_bytes": 512}]
+            kernels += [{"kernel": "b", "registers": 32, "local_bytes": 16, "shared_bytes": None}]
+        return 1.0
+
+    monkeypatch.setattr(timing, "compile_only", compile_only)
+    spec = standin_spec(standin_cuda, 20.0)
+    settings = sampling_settings(device_time_s=1e-4, device_min_samples=5, device_max_samples=5)
+    swept = sweep.sweep_variants(spec, spec.triton_variants, SHAPE, torch.float32, settings)[0]
+    assert [k["kernel"] for k in swept["configs"][0]["kernels"]] == ["a", "b"]
+    timed = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_a": {}}, settings)
+    (rec,) = [r for r in timed["implementations"] if r["implementation"] == "triton_a"]
+    assert [k["registers"] for k in rec["kernels"]] == [64, 32]
+    assert "kernels" not in timed["implementations"][0]  # a baseline's closure is not compiled ahead
+    most = {"registers": 64, "local_bytes": 16, "shared_bytes": 512}
+    assert rundata.config_resources(swept["configs"][0]) == most
+    assert rundata.config_resources({"status": "failed"}) == dict.fromkeys(most)

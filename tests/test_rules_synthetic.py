@@ -452,6 +452,10 @@ def test_a_config_the_timing_stage_times_apart_from_the_sweep_is_named():
         "(+15.1%)"
     )
     assert claims.stage_disagreements({"cases": [_stage_case(136.0, 128.0)]})[0].endswith("(-5.9%)")
+    spilling = _stage_case(136.0, 156.5)
+    spilling["sweeps"][0]["configs"][1]["kernels"] = [{"kernel": "p", "registers": 255, "local_bytes": 376}]
+    (named,) = claims.stage_disagreements({"cases": [spilling]})
+    assert named.endswith("(+15.1%), its kernel using 376 bytes of local memory a thread")
     assert claims.stage_disagreements({"cases": [_stage_case(136.0, 141.0)]}) == []  # 3.7 %
     assert claims.stage_disagreements({"cases": [_stage_case(136.0, 156.5, basis="event")]}) == []
     assert claims.stage_disagreements({"cases": [_stage_case(136.0, 156.5, block="A2")]}) == []

@@ -182,3 +182,25 @@ def test_the_report_names_a_kept_default_and_the_fastest():
     assert "worst/fastest 1.25×" in line
     plain = report.sweep_line({"implementation": "triton_row", **sweep.summarize(_tied(10.25), 0.02)})
     assert "best w=2 at 10.000 µs, worst/best 1.25×; default config ranks 2/3 at 1.02× best" in plain
+
+
+def test_compile_only_records_what_each_compiled_kernel_takes(monkeypatch):
+    """With a list given, the switch appends each compiled kernel's registers, local and shared memory (as the
+    driver reported them at load); without one, or for an object that was not loaded, nothing is recorded."""
+    import types
+
+    from triton.runtime.jit import JITFunction
+
+    loaded = types.SimpleNamespace(name="k", n_regs=255, n_spills=94, metadata=types.SimpleNamespace(shared=131088))
+    monkeypatch.setattr(JITFunction, "run", lambda self, *args, grid, warmup, **kw: loaded)
+    assert timing._install_compile_only_switch()
+    kernels: list = []
+    timing._COMPILE_ONLY.on, timing._COMPILE_ONLY.kernels = True, kernels
+    try:
+        JITFunction.run(None, grid=(1,), warmup=False)
+        timing._COMPILE_ONLY.kernels = None
+        JITFunction.run(None, grid=(1,), warmup=False)
+    finally:
+        timing._COMPILE_ONLY.on, timing._COMPILE_ONLY.kernels = False, None
+    assert kernels == [{"kernel": "k", "registers": 255, "local_bytes": 376, "shared_bytes": 131088}]
+    assert timing.kernel_resources(types.SimpleNamespace(name="k", metadata=None)) is None
