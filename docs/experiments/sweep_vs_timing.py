@@ -10,12 +10,16 @@ triton_persistent at ``programs_per_sm=1, num_stages=2, num_warps=8`` took 136.0
 * how many samples (sweep ``device_time_s`` 0.02, about 30-70 calls; timing 0.1, about 600);
 * what ran before (the other configs; the baselines).
 
-This script runs, in one process on one card: the pipeline's own sweep of triton_persistent and its own timing
-stage (``sweep.sweep_variants``, ``timing_stage.time_case``), then the two configs (and triton_online's
-default and torch, as controls) on the device basis with the samples rotating over 1, 2, 5 and 8 placements,
-and at each of 8 placements alone, then the sweep again:
+This script runs phases in one process on one card (``--phases``, in order): ``sweep``, the pipeline's own
+sweep of triton_persistent (``sweep.sweep_variants``); ``timing``, its own timing stage (``timing_stage.time_case``,
+every variant); ``controlled``, the two configs (and triton_online's default and torch, as controls; ``--closures``
+keeps the first N) on the device basis with the samples rotating over ``--copies`` placements and at each of
+``--singles`` placements alone; ``torch`` and ``torch_compile``, one first call of that baseline, to see whether
+what ran before a kernel's load moves it. ``--import-inductor`` imports Dynamo and Inductor first, as the CLI does
+in timing jobs; ``--compile-only`` compiles and loads each closure without a launch first, as both stages do:
 
     python docs/experiments/sweep_vs_timing.py --dtype float16 --out sweep_vs_timing-fp16.json
+    python docs/experiments/sweep_vs_timing.py --phases torch_compile,controlled --closures 1 --copies 1 --out f.json
 
 Device time is kernelscope's basis (timing.measure_device: CUPTI kernel records, L2 flushed before each call).
 Used in docs/timing-basis.md, section "The sweep and the timing stage on one wide-row config".
