@@ -440,10 +440,9 @@ def two_mode_records(data: dict[str, Any]) -> list[str]:
 
 
 #: how far a Triton variant's timing-stage device time may lie from the sweep's device time of the same config
-#: before the sweep's choice of that config is refused. In the default runs at 8a04a22 and f684623 the two stages
-#: agreed within 0.3 % at the median and within 5 % for 184 and 182 of 188 timed configs; the one config they
-#: put 15 % apart in both runs ran at two speeds in two processes (docs/timing-basis.md, "The sweep and the
-#: timing stage on one wide-row config").
+#: before the sweep's choice of that config is refused: about the 97th percentile of the two stages' disagreement
+#: over the published default runs' timed configs (docs/timing-basis.md, "The sweep and the timing stage on one
+#: wide-row config").
 STAGE_AGREEMENT = 0.05
 
 

@@ -241,9 +241,9 @@ def time_case(
         }
     )
     # Prepared (compiled, loaded, first called) Triton variants first, then the baselines; sampled in ``order``.
-    # The sweep ranks a variant's configs in a process where no torch.compile code has run; one config ran
-    # 15-19 % slower in every timing job, where torch.compile's first call came before its load
-    # (docs/timing-basis.md, "The sweep and the timing stage on one wide-row config").
+    # The sweep ranks a variant's configs in a process where no baseline has run; a config loaded after the
+    # baselines' first calls has run slower than in its sweep (docs/timing-basis.md, "The sweep and the timing
+    # stage on one wide-row config").
     slots.extend([None] * len(order))
     for i in sorted(range(len(order)), key=lambda i: order[i][0].kind != "triton"):
         impl, config = order[i]
