@@ -442,8 +442,8 @@ def test_time_case_device_basis_per_record(standin_cuda: StandinDevice):
 
 def test_time_case_prepares_triton_variants_before_the_baselines(standin_cuda: StandinDevice, monkeypatch):
     """The Triton variants are compiled, loaded and first called before any baseline is prepared (as in the sweep,
-    where no torch.compile code runs before they load: docs/timing-basis.md, "The sweep and the timing stage on one
-    wide-row config"); the samples keep the order A1, baselines, variants, A2."""
+    where no baseline runs before they load: docs/timing-basis.md, "The sweep and the timing stage on one wide-row
+    config"); the samples keep the order A1, baselines, variants, A2."""
     prepared = []
     original = timing_stage._Prepared.__init__
 

@@ -43,11 +43,16 @@ PIPELINED = {"programs_per_sm": 1, "num_stages": 2, "num_warps": 8}
 DEFAULT = {"programs_per_sm": 4, "num_stages": 1, "num_warps": 8}
 
 
-def settings_from_config(path: str) -> tuple[timing.TimingSettings, timing.TimingSettings]:
-    """The default configuration's sweep and timing settings, as the CLI builds them."""
+def settings_from_config(path: str) -> tuple[timing.TimingSettings, timing.TimingSettings, float]:
+    """The default configuration's sweep and timing settings and the sweep's tie margin, as the CLI reads them."""
     with open(path) as f:
         cfg = yaml.safe_load(f)
-    return timing.TimingSettings.from_config(cfg["sweep"]["timing"]), timing.TimingSettings.from_config(cfg["timing"])
+    sweep_cfg = cfg["sweep"]
+    return (
+        timing.TimingSettings.from_config(sweep_cfg["timing"]),
+        timing.TimingSettings.from_config(cfg["timing"]),
+        float(sweep_cfg.get("keep_default_within", 0.0)),
+    )
 
 
 def brief(rec: dict) -> dict:
@@ -61,10 +66,10 @@ def brief(rec: dict) -> dict:
     return out
 
 
-def pipeline_sweep(spec, shape, dtype, settings) -> dict:
+def pipeline_sweep(spec, shape, dtype, settings, keep_default_within: float) -> dict:
     impl = spec.implementation("triton_persistent")
     started = time.perf_counter()
-    doc = sweep.sweep_variants(spec, [impl], shape, dtype, settings, keep_default_within=0.03)[0]
+    doc = sweep.sweep_variants(spec, [impl], shape, dtype, settings, keep_default_within=keep_default_within)[0]
     return {
         "wall_s": time.perf_counter() - started,
         "configs": {c["key"]: brief(c) for c in doc["configs"] if c.get("status") == "ok"},
@@ -183,7 +188,7 @@ def main() -> None:
     spec = registry.get("softmax")
     shape = spec.shape(args.shape_set, args.shape)
     dtype = getattr(torch, args.dtype)
-    sweep_settings, timing_settings = settings_from_config(args.config)
+    sweep_settings, timing_settings, tie_margin = settings_from_config(args.config)
     timing.prepare_device_basis()
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     doc = {"shape": args.shape, "dtype": args.dtype, "torch": torch.__version__, "device": device}
@@ -196,7 +201,7 @@ def main() -> None:
     for i, phase in enumerate(args.phases.split(",")):
         key = f"{i}_{phase}"
         if phase == "sweep":
-            doc[key] = pipeline_sweep(spec, shape, dtype, sweep_settings)
+            doc[key] = pipeline_sweep(spec, shape, dtype, sweep_settings, tie_margin)
             print(key, {k: v["median_us"] for k, v in doc[key]["configs"].items()}, flush=True)
         elif phase == "timing":
             doc[key] = pipeline_timing(spec, shape, dtype, timing_settings, PIPELINED)
