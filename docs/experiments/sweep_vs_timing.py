@@ -15,7 +15,13 @@ sweep of triton_persistent (``sweep.sweep_variants``); ``timing``, its own timin
 every variant); ``controlled``, the two configs (and triton_online's default and torch, as controls; ``--closures``
 keeps the first N) on the device basis with the samples rotating over ``--copies`` placements and at each of
 ``--singles`` placements alone; ``torch`` and ``torch_compile``, one first call of that baseline, to see whether
-what ran before a kernel's load moves it. ``--import-inductor`` imports Dynamo and Inductor first, as the CLI does
+what ran before a kernel's load moves it; ``context``, the CUDA context's stack-size limit and cache preference
+(anything a first call may set context-wide); ``carveout``, the pipelined config alone, timed once at each of
+``--carveouts`` in order: an integer sets the loaded kernel's preferred shared-memory carve-out (percent of the
+SM's maximum; -1 the driver's default), ``cN`` its cache preference (0 none, 1 shared, 2 L1, 3 equal; Triton's
+loader sets 1 on every kernel with more than 48 KB of shared memory). The kernel spills, so how much of the SM's
+L1 is left beside its shared memory decides where the spills go.
+``--import-inductor`` imports Dynamo and Inductor first, as the CLI does
 in timing jobs; ``--compile-only`` compiles and loads each closure without a launch first, as both stages do:
 
     python docs/experiments/sweep_vs_timing.py --dtype float16 --out sweep_vs_timing-fp16.json
@@ -64,6 +70,72 @@ def brief(rec: dict) -> dict:
         out["first_fifth_median_us"] = statistics.median(samples[:fifth])
         out["last_fifth_median_us"] = statistics.median(samples[-fifth:])
     return out
+
+
+def _libcuda():
+    import ctypes
+
+    return ctypes.CDLL("libcuda.so.1")
+
+
+def context_state() -> dict:
+    """The current context's stack-size limit (CU_LIMIT_STACK_SIZE) and cache preference (cuCtxGetCacheConfig)."""
+    import ctypes
+
+    cuda = _libcuda()
+    stack, cache = ctypes.c_size_t(), ctypes.c_int()
+    return {
+        "stack_size_rc": cuda.cuCtxGetLimit(ctypes.byref(stack), 0),
+        "stack_size": stack.value,
+        "cache_config_rc": cuda.cuCtxGetCacheConfig(ctypes.byref(cache)),
+        "cache_config": cache.value,
+    }
+
+
+def set_kernel_preference(jit_fn, value: str) -> list[dict]:
+    """Set every loaded binary of ``jit_fn``: an integer string -> CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+    (9), ``cN`` -> cuFuncSetCacheConfig(N). Returns what the driver reads back per binary."""
+    import ctypes
+
+    cuda = None
+    done = []
+    for caches in getattr(jit_fn, "device_caches", {}).values():
+        for kernel in caches[0].values():
+            fn = getattr(kernel, "function", None)
+            if not fn:
+                continue
+            cuda = cuda or _libcuda()
+            handle = ctypes.c_void_p(fn)
+            if value.startswith("c"):
+                rc = cuda.cuFuncSetCacheConfig(handle, int(value[1:]))
+            else:
+                rc = cuda.cuFuncSetAttribute(handle, 9, int(value))
+            back = ctypes.c_int()
+            cuda.cuFuncGetAttribute(ctypes.byref(back), 9, handle)
+            done.append({"kernel": kernel.name, "set": value, "rc": rc, "carveout_read_back": back.value})
+    return done
+
+
+def carveout_phase(spec, shape, dtype, settings, values) -> list[dict]:
+    """The pipelined config, timed on one placement after each preference in ``values`` is set."""
+    from kernels import softmax as softmax_module
+
+    flush = timing.L2Flusher(True)
+    impl = spec.implementation("triton_persistent")
+    inputs = spec.make_inputs(shape, dtype, runtime.device(), 0)
+    out = spec.make_output(inputs)
+    fn = impl.prepare(inputs, out, PIPELINED)
+    fn()
+    runtime.synchronize()
+    rows = []
+    for value in values:
+        applied = set_kernel_preference(softmax_module._persistent_softmax_kernel, value)
+        for _ in range(settings.warmup):
+            fn()
+        rec = timing.measure_device(fn, settings, flush, 150.0)
+        rows.append({"value": value, "applied": applied, **brief(rec)})
+        print(f"carveout/cache {value}: {rec.get('median_us')} us {applied}", flush=True)
+    return rows
 
 
 def pipeline_sweep(spec, shape, dtype, settings, keep_default_within: float) -> dict:
@@ -178,6 +250,7 @@ def main() -> None:
         action="store_true",
         help="import torch._dynamo and torch._inductor.compile_fx first, as the CLI does in timing jobs",
     )
+    ap.add_argument("--carveouts", default="-1,100,0,c2,c1,-1", help="the carveout phase's settings, in order")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     if args.import_inductor:
@@ -215,6 +288,11 @@ def main() -> None:
             runtime.synchronize()
             doc[key] = {"first_call_s": time.perf_counter() - started}
             print(key, doc[key], flush=True)
+        elif phase == "context":
+            doc[key] = context_state()
+            print(key, doc[key], flush=True)
+        elif phase == "carveout":
+            doc[key] = carveout_phase(spec, shape, dtype, timing_settings, args.carveouts.split(","))
         elif phase == "controlled":
             doc[key] = controlled(
                 spec, shape, dtype, timing_settings, rng, copies, args.singles, args.closures, args.compile_only
