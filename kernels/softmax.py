@@ -767,14 +767,26 @@ def _split_softmax_kernel(
     SPLIT_BLOCK: tl.constexpr,
     PHASE: tl.constexpr,
     MAX_SPINS: tl.constexpr,
+    BLOCKS: tl.constexpr = 1,
+    LOCAL_STATS: tl.constexpr = False,
 ):
     """A team of ``split`` consecutive programs computes one row at a time (``kernelscope.teams``); program
-    ``part`` holds columns ``[part * CHUNK, (part + 1) * CHUNK)`` in registers from its load to its store,
-    so ``x`` is read once and ``y`` written once (2 MN elements of traffic, where ``triton_online`` moves
-    3 MN unless its second read hits L2). Teams loop over rows ``team, team + n_teams, ...``.
+    ``part`` owns the segment of ``BLOCKS * CHUNK`` columns from ``part * BLOCKS * CHUNK``. Teams loop over
+    rows ``team, team + n_teams, ...``.
 
-    Per row, each program publishes the max ``m`` and ``sum(exp(x - m))`` of its chunk, waits for its
-    team, combines the partials (the online rescale, ``S = sum_j s_j exp(m_j - M)``) and writes its chunk.
+    ``BLOCKS == 1``: the program holds its chunk in registers from its load to its store, so ``x`` is read
+    once and ``y`` written once (2 MN elements of traffic, where ``triton_online`` moves 3 MN unless its
+    second read hits L2). ``BLOCKS > 1``: the segment is too wide for registers, so the program makes
+    ``triton_online``'s two passes over it (``_online_block_stats``, ``_online_block_write``, with the L2
+    hints), and the second pass re-reads it from L2. What the team buys is the rows in flight: ``split``
+    programs share a row, so a grid of G programs keeps G / split rows in L2 between the passes where
+    ``triton_online`` keeps G (at 256 x 262144 that is every row, twice the L2, and its second pass reads
+    from HBM).
+
+    Per row, each program publishes the max ``m`` and ``sum(exp(x - m))`` of its segment, waits for its
+    team, combines the partials (the online rescale, ``S = sum_j s_j exp(m_j - M)``) and writes its segment.
+    ``LOCAL_STATS`` is True only in the negative control ``split_local_stats``: each program normalises by its
+    own segment's max and sum, as if the exchange were missing.
     """
     pid = tl.program_id(0)
     team = pid // split
@@ -782,14 +794,28 @@ def _split_softmax_kernel(
     n_teams = tl.num_programs(0) // split
     in_row_stride = tl.cast(in_row_stride, tl.int64)
     out_row_stride = tl.cast(out_row_stride, tl.int64)
-    cols = part * CHUNK + tl.arange(0, CHUNK)
+    offsets = tl.arange(0, CHUNK)
+    cols = part * CHUNK + offsets
     mask = cols < n_cols
+    segment = part * (BLOCKS * CHUNK)
     for row in range(team, n_rows, n_teams):
-        x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
-        if PHASE != 2:
+        in_row = in_ptr + row * in_row_stride
+        out_row = out_ptr + row * out_row_stride
+        if BLOCKS == 1:
+            x = tl.load(in_row + cols, mask=mask, other=-float("inf")).to(tl.float32)
             m = tl.max(x, axis=0)
             # an all -inf chunk (or one past the row's end) has m = -inf: shift by 0 so its sum is 0, not NaN
             s = tl.sum(tl.exp(x - tl.where(m == -float("inf"), 0.0, m)), axis=0)
+        else:
+            m = tl.full([], -float("inf"), tl.float32)
+            s = tl.full([], 0.0, tl.float32)
+            c = tl.full([], 0.0, tl.float32)
+            # pass 1 (the interpreter's PHASE 2 only combines, except in the control, which needs its own)
+            if (PHASE != 2) | LOCAL_STATS:
+                for b in range(0, BLOCKS):
+                    start = segment + b * CHUNK
+                    m, s, c = _online_block_stats(in_row, start, offsets, n_cols, m, s, c, True, True)
+        if PHASE != 2:
             arrived = team_publish(stats_ptr, arrived_ptr, row, part, m, s, SPLIT_BLOCK)
         if PHASE == 0:
             team_wait(arrived_ptr, row, split, arrived, MAX_SPINS)
@@ -797,18 +823,30 @@ def _split_softmax_kernel(
             m_parts, s_parts = team_partials(stats_ptr, row, split, -float("inf"), 0.0, SPLIT_BLOCK)
             m_row = tl.max(m_parts, axis=0)
             s_row = tl.sum(s_parts * tl.exp(m_parts - tl.where(m_row == -float("inf"), 0.0, m_row)), axis=0)
+            if LOCAL_STATS:
+                m_row = m
+                s_row = s
             # a fully -inf row keeps m_row = -inf: x - m_row is NaN everywhere, as in torch
-            y = tl.exp(x - m_row) * (1.0 / s_row)
-            tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+            inv_s = 1.0 / s_row
+            if BLOCKS == 1:
+                y = tl.exp(x - m_row) * inv_s
+                tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+            else:
+                # last block first: pass 1 read it last, so it is the likeliest still in L2
+                for i in range(0, BLOCKS):
+                    start = segment + (BLOCKS - 1 - i) * CHUNK
+                    _online_block_write(out_row, in_row, start, offsets, n_cols, m_row, inv_s, True)
             team_release(stats_ptr, arrived_ptr, row, split, SPLIT_BLOCK)
 
 
-def _prepare_split(inputs: Inputs, out: torch.Tensor, config, max_spins: int = MAX_SPINS) -> callable:
+def _prepare_split(
+    inputs: Inputs, out: torch.Tensor, config, max_spins: int = MAX_SPINS, local_stats: bool = False
+) -> callable:
     x = inputs["x"]
     _check_rows(x, out)
     n_rows, n_cols = x.shape
-    chunk, num_warps = int(config["CHUNK"]), int(config["num_warps"])
-    split = split_parts(n_cols, chunk)
+    chunk, num_warps, blocks = int(config["CHUNK"]), int(config["num_warps"]), int(config.get("BLOCKS", 1))
+    split = split_parts(n_cols, chunk * blocks)
     split_block = triton.next_power_of_2(split)
     limits = device_limits()
     work = SplitWorkspace(n_rows, split_block, x.device)
@@ -818,6 +856,10 @@ def _prepare_split(inputs: Inputs, out: torch.Tensor, config, max_spins: int = M
         "MAX_SPINS": max_spins,
         "num_warps": num_warps,
     }
+    if blocks > 1:  # the register path's launch (and its compiled kernel) stays as it was without the key
+        meta["BLOCKS"] = blocks
+    if local_stats:
+        meta["LOCAL_STATS"] = True
     args = (out, x, work.stats, work.arrived, n_rows, n_cols, split, x.stride(0), out.stride(0))
     programs_per_sm = int(config["programs_per_sm"])
     return prepare_team_launch(_split_softmax_kernel, args, meta, n_rows, split, programs_per_sm, limits, work, out)
@@ -843,12 +885,42 @@ def _split_default(shape: Shape, dtype: torch.dtype) -> dict:
     return team_default(shape["N"])
 
 
+# Segments of several blocks a program (``BLOCKS > 1``: two passes over the segment, the second from L2), for
+# rows at least WIDE_ROW wide. The blocks are triton_online's widest (16384 on 8 warps, 80 registers: two
+# programs an SM) and half that (four an SM); segments of 2 and 4 blocks make teams of 2-16 programs at the GPU
+# shapes, so at two programs an SM a grid keeps 264 / split rows between its passes: 16-33 MB of the
+# 256 x 262144 case in 16 bits, where triton_online keeps all 256 rows (128 MB).
+SEGMENT_SPACE = (
+    {"CHUNK": 16384, "num_warps": 8, "programs_per_sm": 2, "BLOCKS": 2},
+    {"CHUNK": 16384, "num_warps": 8, "programs_per_sm": 2, "BLOCKS": 4},
+    {"CHUNK": 8192, "num_warps": 8, "programs_per_sm": 4, "BLOCKS": 2},
+    {"CHUNK": 8192, "num_warps": 8, "programs_per_sm": 4, "BLOCKS": 4},
+)
+
+
 def _split_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
-    return team_configs(shape["N"])
+    default, *others = team_configs(shape["N"])
+    segments = [dict(c) for c in SEGMENT_SPACE] if shape["N"] >= WIDE_ROW else []
+    return [default, *segments, *others]
 
 
 def _split_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
     return team_prune(config, shape["N"], limits)
+
+
+def _local_stats_config(shape: Shape, dtype: torch.dtype) -> dict:
+    # Segments of two blocks, an eighth of the padded row (at least 2 columns): every gate shape, N = 5 included,
+    # splits into teams of 3 or more, so no segment's max and sum are the row's, and the segment path (BLOCKS > 1)
+    # is the one checked.
+    chunk = max(1, triton.next_power_of_2(shape["N"]) // 16)
+    return {"CHUNK": chunk, "num_warps": min(8, max(1, chunk // 1024)), "programs_per_sm": 4, "BLOCKS": 2}
+
+
+def _split_local_stats(inputs: Inputs, out, config):
+    """Negative control: triton_split in segments, each program normalising by its own segment's max and sum."""
+    x = inputs["x"]
+    config = _local_stats_config(Shape({"M": x.shape[0], "N": x.shape[1]}, "negative control"), x.dtype)
+    return _prepare_split(inputs, out, config, local_stats=True)
 
 
 def _online_no_rescale(inputs: Inputs, out, config):
@@ -990,9 +1062,10 @@ KERNEL = KernelSpec(
             "triton_split",
             "triton",
             _prepare_split,
-            description="a team of cdiv(N, CHUNK) programs a row, each holding its chunk in registers; "
-            "partial max/sum exchanged through global memory behind an atomic barrier, so "
-            "x is read once however wide the row",
+            description="a team of cdiv(N, CHUNK x BLOCKS) programs a row, each holding its chunk in registers "
+            "(BLOCKS = 1) or making two passes over a segment of BLOCKS chunks, the second from L2; partial "
+            "max/sum exchanged through global memory behind an atomic barrier, so x is read from HBM once "
+            "however wide the row",
             configs=_split_configs,
             default_config=_split_default,
             prune=_split_prune,
@@ -1061,6 +1134,16 @@ KERNEL = KernelSpec(
             configs=lambda shape, dtype: [_online_default(shape, dtype)],
             default_config=_online_default,
             description="triton_online without rescaling the running sum when the max grows",
+            rejected_for="elements outside atol",
+        ),
+        Implementation(
+            "split_local_stats",
+            "triton",
+            _split_local_stats,
+            configs=lambda shape, dtype: [_local_stats_config(shape, dtype)],
+            default_config=_local_stats_config,
+            description="triton_split in segments of two blocks, each program normalising by its own segment's "
+            "max and sum (the exchange skipped): right only if every segment held the row's max and mass",
             rejected_for="elements outside atol",
         ),
         Implementation(

@@ -233,15 +233,20 @@ def team_configs(n_cols: int) -> list[dict]:
 
 
 def team_prune(config, n_cols: int, limits) -> str | None:
+    """Why ``config`` is not swept for rows of ``n_cols``; None if it is. A config's ``BLOCKS`` (1 where absent)
+    gives each program a segment of that many ``CHUNK``-wide blocks: the team is sized by the segment, the
+    registers by the chunk."""
     chunk, threads = int(config["CHUNK"]), 32 * int(config["num_warps"])
+    segment = chunk * int(config.get("BLOCKS", 1))
     padded = triton.next_power_of_2(n_cols)
-    if chunk > max(16, padded // 2):
-        return f"CHUNK={chunk} leaves fewer than two programs for a {padded}-wide padded row: nothing is split"
+    if segment > max(16, padded // 2):
+        what = f"CHUNK={chunk}" if segment == chunk else f"a segment of {segment} columns"
+        return f"{what} leaves fewer than two programs for a {padded}-wide padded row: nothing is split"
     if chunk // threads > 64:
         return f"{chunk // threads} fp32 values a thread held across the barrier: registers spill"
     if chunk < threads and threads > 32:
         return f"CHUNK={chunk} is less than one value for each of {threads} threads: whole warps idle"
-    split = split_parts(n_cols, chunk)
+    split = split_parts(n_cols, segment)
     if not limits.get("interpreter") and split > limits["num_sms"]:  # the interpreter runs two launches, no wait
         return f"a team of {split} programs a row is more than one per SM ({limits['num_sms']}): use a wider CHUNK"
     return None
