@@ -753,6 +753,34 @@ def _online_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | Non
 
 
 @triton.jit
+def _segment_stats(in_row, segment, offsets, n_cols, CHUNK: tl.constexpr, BLOCKS: tl.constexpr):
+    """Pass 1 over a segment of ``BLOCKS`` chunks from column ``segment``: its max and sum of exponentials."""
+    m = tl.full([], -float("inf"), tl.float32)
+    s = tl.full([], 0.0, tl.float32)
+    c = tl.full([], 0.0, tl.float32)
+    for b in range(0, BLOCKS):
+        m, s, c = _online_block_stats(in_row, segment + b * CHUNK, offsets, n_cols, m, s, c, True, True)
+    return m, s
+
+
+@triton.jit
+def _segment_write(out_row, in_row, segment, offsets, n_cols, m_row, inv_s, CHUNK: tl.constexpr, BLOCKS: tl.constexpr):
+    """Pass 2 over the segment, last chunk first (pass 1 read it last, so it is the likeliest still in L2)."""
+    for i in range(0, BLOCKS):
+        _online_block_write(out_row, in_row, segment + (BLOCKS - 1 - i) * CHUNK, offsets, n_cols, m_row, inv_s, True)
+
+
+@triton.jit
+def _team_max_sum(stats_ptr, row, split, SPLIT_BLOCK: tl.constexpr):
+    """The row's max and sum of exponentials from its team's partials (the online rescale,
+    ``S = sum_j s_j exp(m_j - M)``)."""
+    m_parts, s_parts = team_partials(stats_ptr, row, split, -float("inf"), 0.0, SPLIT_BLOCK)
+    m_row = tl.max(m_parts, axis=0)
+    s_row = tl.sum(s_parts * tl.exp(m_parts - tl.where(m_row == -float("inf"), 0.0, m_row)), axis=0)
+    return m_row, s_row
+
+
+@triton.jit
 def _split_softmax_kernel(
     out_ptr,
     in_ptr,
@@ -768,6 +796,7 @@ def _split_softmax_kernel(
     PHASE: tl.constexpr,
     MAX_SPINS: tl.constexpr,
     BLOCKS: tl.constexpr = 1,
+    OVERLAP: tl.constexpr = False,
     LOCAL_STATS: tl.constexpr = False,
 ):
     """A team of ``split`` consecutive programs computes one row at a time (``kernelscope.teams``); program
@@ -784,9 +813,11 @@ def _split_softmax_kernel(
     from HBM).
 
     Per row, each program publishes the max ``m`` and ``sum(exp(x - m))`` of its segment, waits for its
-    team, combines the partials (the online rescale, ``S = sum_j s_j exp(m_j - M)``) and writes its segment.
-    ``LOCAL_STATS`` is True only in the negative control ``split_local_stats``: each program normalises by its
-    own segment's max and sum, as if the exchange were missing.
+    team, combines the partials and writes its segment. ``OVERLAP`` (segments only): a program publishes
+    its next row's partials before it waits for this row's team, so pass 1 of one row covers the wait for the
+    last; two rows a team are then in L2 between their passes. ``LOCAL_STATS`` is True only in the negative
+    control ``split_local_stats``: each program normalises by its own segment's max and sum, as if the
+    exchange were missing.
     """
     pid = tl.program_id(0)
     team = pid // split
@@ -798,45 +829,66 @@ def _split_softmax_kernel(
     cols = part * CHUNK + offsets
     mask = cols < n_cols
     segment = part * (BLOCKS * CHUNK)
-    for row in range(team, n_rows, n_teams):
-        in_row = in_ptr + row * in_row_stride
-        out_row = out_ptr + row * out_row_stride
-        if BLOCKS == 1:
-            x = tl.load(in_row + cols, mask=mask, other=-float("inf")).to(tl.float32)
-            m = tl.max(x, axis=0)
-            # an all -inf chunk (or one past the row's end) has m = -inf: shift by 0 so its sum is 0, not NaN
-            s = tl.sum(tl.exp(x - tl.where(m == -float("inf"), 0.0, m)), axis=0)
-        else:
+    if OVERLAP:
+        # iteration k publishes row k (while there is one) and finishes row k - 1 (from the second on)
+        m_prev = tl.full([], -float("inf"), tl.float32)
+        s_prev = tl.full([], 0.0, tl.float32)
+        for row in range(team, n_rows + n_teams, n_teams):
             m = tl.full([], -float("inf"), tl.float32)
             s = tl.full([], 0.0, tl.float32)
-            c = tl.full([], 0.0, tl.float32)
-            # pass 1 (the interpreter's PHASE 2 only combines, except in the control, which needs its own)
-            if (PHASE != 2) | LOCAL_STATS:
-                for b in range(0, BLOCKS):
-                    start = segment + b * CHUNK
-                    m, s, c = _online_block_stats(in_row, start, offsets, n_cols, m, s, c, True, True)
-        if PHASE != 2:
-            arrived = team_publish(stats_ptr, arrived_ptr, row, part, m, s, SPLIT_BLOCK)
-        if PHASE == 0:
-            team_wait(arrived_ptr, row, split, arrived, MAX_SPINS)
-        if PHASE != 1:
-            m_parts, s_parts = team_partials(stats_ptr, row, split, -float("inf"), 0.0, SPLIT_BLOCK)
-            m_row = tl.max(m_parts, axis=0)
-            s_row = tl.sum(s_parts * tl.exp(m_parts - tl.where(m_row == -float("inf"), 0.0, m_row)), axis=0)
-            if LOCAL_STATS:
-                m_row = m
-                s_row = s
-            # a fully -inf row keeps m_row = -inf: x - m_row is NaN everywhere, as in torch
-            inv_s = 1.0 / s_row
+            if row < n_rows:
+                if (PHASE != 2) | LOCAL_STATS:
+                    m, s = _segment_stats(in_ptr + row * in_row_stride, segment, offsets, n_cols, CHUNK, BLOCKS)
+                if PHASE != 2:
+                    team_publish(stats_ptr, arrived_ptr, row, part, m, s, SPLIT_BLOCK)
+            prev = row - n_teams
+            if prev >= team:
+                if PHASE == 0:
+                    team_wait(arrived_ptr, prev, split, tl.full([], 0, tl.int32), MAX_SPINS)
+                if PHASE != 1:
+                    m_row, s_row = _team_max_sum(stats_ptr, prev, split, SPLIT_BLOCK)
+                    if LOCAL_STATS:
+                        m_row = m_prev
+                        s_row = s_prev
+                    # a fully -inf row keeps m_row = -inf: x - m_row is NaN everywhere, as in torch
+                    in_row = in_ptr + prev * in_row_stride
+                    out_row = out_ptr + prev * out_row_stride
+                    _segment_write(out_row, in_row, segment, offsets, n_cols, m_row, 1.0 / s_row, CHUNK, BLOCKS)
+                    team_release(stats_ptr, arrived_ptr, prev, split, SPLIT_BLOCK)
+            m_prev = m
+            s_prev = s
+    else:
+        for row in range(team, n_rows, n_teams):
+            in_row = in_ptr + row * in_row_stride
+            out_row = out_ptr + row * out_row_stride
             if BLOCKS == 1:
-                y = tl.exp(x - m_row) * inv_s
-                tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+                x = tl.load(in_row + cols, mask=mask, other=-float("inf")).to(tl.float32)
+                m = tl.max(x, axis=0)
+                # an all -inf chunk (or one past the row's end) has m = -inf: shift by 0 so its sum is 0, not NaN
+                s = tl.sum(tl.exp(x - tl.where(m == -float("inf"), 0.0, m)), axis=0)
             else:
-                # last block first: pass 1 read it last, so it is the likeliest still in L2
-                for i in range(0, BLOCKS):
-                    start = segment + (BLOCKS - 1 - i) * CHUNK
-                    _online_block_write(out_row, in_row, start, offsets, n_cols, m_row, inv_s, True)
-            team_release(stats_ptr, arrived_ptr, row, split, SPLIT_BLOCK)
+                m = tl.full([], -float("inf"), tl.float32)
+                s = tl.full([], 0.0, tl.float32)
+                # pass 1 (the interpreter's PHASE 2 only combines, except in the control, which needs its own)
+                if (PHASE != 2) | LOCAL_STATS:
+                    m, s = _segment_stats(in_row, segment, offsets, n_cols, CHUNK, BLOCKS)
+            if PHASE != 2:
+                arrived = team_publish(stats_ptr, arrived_ptr, row, part, m, s, SPLIT_BLOCK)
+            if PHASE == 0:
+                team_wait(arrived_ptr, row, split, arrived, MAX_SPINS)
+            if PHASE != 1:
+                m_row, s_row = _team_max_sum(stats_ptr, row, split, SPLIT_BLOCK)
+                if LOCAL_STATS:
+                    m_row = m
+                    s_row = s
+                # a fully -inf row keeps m_row = -inf: x - m_row is NaN everywhere, as in torch
+                inv_s = 1.0 / s_row
+                if BLOCKS == 1:
+                    y = tl.exp(x - m_row) * inv_s
+                    tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+                else:
+                    _segment_write(out_row, in_row, segment, offsets, n_cols, m_row, inv_s, CHUNK, BLOCKS)
+                team_release(stats_ptr, arrived_ptr, row, split, SPLIT_BLOCK)
 
 
 def _prepare_split(
@@ -856,8 +908,12 @@ def _prepare_split(
         "MAX_SPINS": max_spins,
         "num_warps": num_warps,
     }
-    if blocks > 1:  # the register path's launch (and its compiled kernel) stays as it was without the key
+    if blocks > 1:  # the register path's launch (and its compiled kernel) stays as it was without the keys
         meta["BLOCKS"] = blocks
+        if int(config.get("overlap", 0)):
+            meta["OVERLAP"] = True
+    elif int(config.get("overlap", 0)):
+        raise ValueError("overlap=1 needs segments (BLOCKS > 1): a chunk held in registers has nothing to overlap")
     if local_stats:
         meta["LOCAL_STATS"] = True
     args = (out, x, work.stats, work.arrived, n_rows, n_cols, split, x.stride(0), out.stride(0))
@@ -886,22 +942,32 @@ def _split_default(shape: Shape, dtype: torch.dtype) -> dict:
 
 
 # Segments of several blocks a program (``BLOCKS > 1``: two passes over the segment, the second from L2), for
-# rows at least WIDE_ROW wide. The blocks are triton_online's widest (16384 on 8 warps, 80 registers: two
-# programs an SM) and half that (four an SM); segments of 2 and 4 blocks make teams of 2-16 programs at the GPU
-# shapes, so at two programs an SM a grid keeps 264 / split rows between its passes: 16-33 MB of the
-# 256 x 262144 case in 16 bits, where triton_online keeps all 256 rows (128 MB).
+# rows at least WIDE_ROW wide. The blocks are triton_online's widest (16384 on 8 warps: two programs an SM) and
+# half that (four an SM); segments of 2 and 4 blocks make teams of 2-16 programs at the GPU shapes, so at two
+# programs an SM a grid keeps 264 / split rows between its passes: 16-33 MB of the 256 x 262144 case in 16 bits,
+# where triton_online keeps all 256 rows (128 MB). ``overlap=1`` publishes the next row before waiting for the
+# team (twice the rows in L2). Session 20's H100 sweep (docs/kernel-notes.md) put the 2-block segments first.
 SEGMENT_SPACE = (
-    {"CHUNK": 16384, "num_warps": 8, "programs_per_sm": 2, "BLOCKS": 2},
-    {"CHUNK": 16384, "num_warps": 8, "programs_per_sm": 2, "BLOCKS": 4},
+    {"CHUNK": 8192, "num_warps": 8, "programs_per_sm": 4, "BLOCKS": 2, "overlap": 1},
     {"CHUNK": 8192, "num_warps": 8, "programs_per_sm": 4, "BLOCKS": 2},
-    {"CHUNK": 8192, "num_warps": 8, "programs_per_sm": 4, "BLOCKS": 4},
+    {"CHUNK": 16384, "num_warps": 8, "programs_per_sm": 2, "BLOCKS": 2, "overlap": 1},
+    {"CHUNK": 4096, "num_warps": 4, "programs_per_sm": 8, "BLOCKS": 4, "overlap": 1},
+    {"CHUNK": 8192, "num_warps": 8, "programs_per_sm": 4, "BLOCKS": 4, "overlap": 1},
+)
+# The register configs kept beside them on wide rows: the default and the two within 5 % of the fastest in some
+# dtype (4096 on 4 warps, 32768 on 16) in the session-14 and session-20 sweeps; the other three were 1.3-1.7x
+# the fastest in every dtype.
+WIDE_TEAM_SPACE = (
+    {"CHUNK": 4096, "num_warps": 4, "programs_per_sm": 8},
+    {"CHUNK": 32768, "num_warps": 16, "programs_per_sm": 1},
 )
 
 
 def _split_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
     default, *others = team_configs(shape["N"])
-    segments = [dict(c) for c in SEGMENT_SPACE] if shape["N"] >= WIDE_ROW else []
-    return [default, *segments, *others]
+    if shape["N"] < WIDE_ROW:
+        return [default, *others]
+    return [default, *(dict(c) for c in SEGMENT_SPACE), *(dict(c) for c in WIDE_TEAM_SPACE)]
 
 
 def _split_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:

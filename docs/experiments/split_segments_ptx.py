@@ -1,5 +1,6 @@
 """Offline sm_90 build of softmax ``triton_split`` with segments of several blocks (``BLOCKS > 1``: two passes
-over the segment, the second from L2) beside the register path (``BLOCKS = 1``): ptxas's registers and spills a
+over the segment, the second from L2; ``OVERLAP``: the next row published before the wait) beside the register
+path (``BLOCKS = 1``): ptxas's registers and spills a
 thread, and the eviction hints of the 16-byte loads and stores (pass 1 ``evict_last``, pass 2 ``evict_first``),
 before any GPU time is spent on the configs. Output: docs/experiments/results/split_segments_ptx.txt (triton
 3.7.1's compiler and ptxas, sm_90a).
@@ -30,12 +31,27 @@ SIG = {
     "in_row_stride": "i32",
     "out_row_stride": "i32",
 }
-SIG |= dict.fromkeys(("CHUNK", "SPLIT_BLOCK", "PHASE", "MAX_SPINS", "BLOCKS", "LOCAL_STATS"), "constexpr")
+SIG |= dict.fromkeys(("CHUNK", "SPLIT_BLOCK", "PHASE", "MAX_SPINS", "BLOCKS", "OVERLAP", "LOCAL_STATS"), "constexpr")
 
 for dt in ("fp16", "fp32"):
-    for chunk, warps, blocks in ((8192, 8, 1), (16384, 8, 2), (16384, 8, 4), (8192, 8, 2), (8192, 8, 4)):
+    for chunk, warps, blocks, overlap in (
+        (8192, 8, 1, 0),
+        (8192, 8, 2, 0),
+        (8192, 8, 2, 1),
+        (16384, 8, 2, 1),
+        (4096, 4, 4, 1),
+        (8192, 8, 4, 1),
+    ):
         sig = {k: v.format(dt=dt) for k, v in SIG.items()}
-        const = {"CHUNK": chunk, "SPLIT_BLOCK": 16, "PHASE": 0, "MAX_SPINS": 1 << 16, "BLOCKS": blocks, "LOCAL_STATS": False}
+        const = {
+            "CHUNK": chunk,
+            "SPLIT_BLOCK": 16,
+            "PHASE": 0,
+            "MAX_SPINS": 1 << 16,
+            "BLOCKS": blocks,
+            "OVERLAP": bool(overlap),
+            "LOCAL_STATS": False,
+        }
         # pointers, N = 262144 and the row strides are multiples of 16
         _, ptx, regs, spills = build_sm90(sm._split_softmax_kernel, sig, const, warps, (0, 1, 2, 3, 5, 7, 8))
         hints = {
@@ -46,8 +62,9 @@ for dt in ("fp16", "fp32"):
                 ("st evict_first", "st", "evict_first"),
             )
         }
-        wide = len(re.findall(r"ld\.global(\.\w+)*\.v4", ptx))
+        wide = len(re.findall(r"ld\.global\S*\.v4", ptx))
         print(
-            f"softmax {dt} CHUNK {chunk} {warps} warps BLOCKS {blocks}: registers {regs} spills {spills}; "
+            f"softmax {dt} CHUNK {chunk} {warps} warps BLOCKS {blocks} overlap {overlap}: "
+            f"registers {regs} spills {spills}; "
             f"16-byte loads {wide}, {hints}"
         )
