@@ -108,6 +108,10 @@ def inputs_with_infinities(dtype: torch.dtype) -> torch.Tensor:
         # teams of 5 (the first two chunks of row 1 all -inf, the last chunk 44 wide), and of 1
         ("triton_split", {"CHUNK": 64, "num_warps": 2, "programs_per_sm": 2}),
         ("triton_split", {"CHUNK": 512, "num_warps": 4, "programs_per_sm": 2}),
+        # segments of two 64-wide blocks (teams of 3; row 1's first segment all -inf, row 5's last 44 wide and
+        # all -inf), with and without the next row published before the wait
+        ("triton_split", {"CHUNK": 64, "num_warps": 2, "programs_per_sm": 2, "BLOCKS": 2}),
+        ("triton_split", {"CHUNK": 64, "num_warps": 2, "programs_per_sm": 2, "BLOCKS": 2, "overlap": 1}),
     ],
 )
 def test_minus_infinity_entries_and_rows_match_torch(name, config, dtype):
@@ -285,6 +289,64 @@ def test_split_restores_its_workspace_after_every_call():
     work = run_split.workspace
     assert torch.isnan(work.stats).all() and (work.arrived == 0).all()
     assert torch.equal(run_split(), first)
+
+
+SEGMENTS = [
+    # teams of 3 segments of 3 blocks (6144 columns): the last holds 2 whole blocks and a 116-wide tail
+    ({"CHUNK": 2048, "num_warps": 2, "programs_per_sm": 2, "BLOCKS": 3}, 16500),
+    # teams of 2 segments of 3 blocks (12288): the last holds a block, a 116-wide tail and a block past the row
+    ({"CHUNK": 4096, "num_warps": 4, "programs_per_sm": 2, "BLOCKS": 3}, 16500),
+    # N = 5 in teams of 3 one-column blocks of 2: the last segment's second block is past the row
+    ({"CHUNK": 1, "num_warps": 1, "programs_per_sm": 4, "BLOCKS": 2}, 5),
+]
+
+
+@pytest.mark.parametrize("overlap", [0, 1])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize(("config", "n_cols"), SEGMENTS)
+def test_split_segments_pass_the_gate(config, n_cols, dtype, overlap):
+    # 9 rows: the grid (4 SMs x 2 programs under the interpreter) holds 2 or 1 teams, so each team loops over
+    # several rows and, with overlap=1, finishes each one an iteration after publishing it (the last after the loop
+    # has run out of rows to publish).
+    assert_pass(gate("triton_split", shape(M=9, N=n_cols), dtype, {**config, "overlap": overlap}))
+
+
+def test_split_segments_are_sized_by_the_segment_and_restore_the_workspace():
+    x = softmax.make_inputs(shape(M=7, N=300), torch.float32, torch.device("cpu"), seed=1)["x"]
+    out = SPEC.make_output({"x": x})
+    config = {"CHUNK": 32, "num_warps": 1, "programs_per_sm": 2, "BLOCKS": 3, "overlap": 1}
+    run_split = softmax._prepare_split({"x": x}, out, config)
+    first = run_split().clone()
+    work = run_split.workspace
+    assert work.stats.shape == (7, 2, 4)  # teams of cdiv(300, 96) = 4 programs
+    assert torch.isnan(work.stats).all() and (work.arrived == 0).all()
+    assert torch.equal(run_split(), first)
+    assert torch.allclose(first, torch.softmax(x, dim=-1), rtol=2e-5, atol=1e-7)
+
+
+def test_split_overlap_needs_segments():
+    x = softmax.make_inputs(shape(M=2, N=300), torch.float32, torch.device("cpu"), seed=0)["x"]
+    with pytest.raises(ValueError, match="overlap=1 needs segments"):
+        softmax._prepare_split(
+            {"x": x}, SPEC.make_output({"x": x}), {"CHUNK": 64, "num_warps": 2, "programs_per_sm": 1, "overlap": 1}
+        )
+
+
+def test_split_prune_sizes_teams_by_the_segment():
+    impl = SPEC.implementation("triton_split")
+    wide, widest = shape(M=1024, N=65536), shape(M=256, N=262144)
+    seg = {"CHUNK": 16384, "num_warps": 8, "programs_per_sm": 2}
+    assert impl.prune({**seg, "BLOCKS": 2}, wide, torch.float16, H200) is None  # teams of 2
+    assert "segment of 65536 columns" in impl.prune({**seg, "BLOCKS": 4}, wide, torch.float16, H200)
+    assert impl.prune({**seg, "BLOCKS": 4}, widest, torch.float16, H200) is None  # teams of 4
+    # 1024-wide chunks alone would need teams of 256 programs a row (more than the 132 SMs); in segments of 16
+    # chunks, teams of 16
+    small = {"CHUNK": 1024, "num_warps": 4, "programs_per_sm": 8}
+    assert "team of 256 programs" in impl.prune(small, widest, torch.float16, H200)
+    assert impl.prune({**small, "BLOCKS": 16}, widest, torch.float16, H200) is None
+    # wide rows sweep the segments; narrower rows only the register configs
+    assert any(c.get("BLOCKS", 1) > 1 for c in impl.configs(widest, torch.float16))
+    assert not any(c.get("BLOCKS", 1) > 1 for c in impl.configs(shape(M=4096, N=16384), torch.float16))
 
 
 def test_split_without_its_barrier_reads_poison_not_plausible_numbers():
@@ -698,3 +760,33 @@ def test_rows_of_16_bit_rows_compile_to_16_byte_loads_on_sm90():
     one_row, two_rows = sm90_memory_ops([case(1), case(2)])
     assert one_row == {"ld.global.v2.b32": 1, "st.global.v2.b32": 1}
     assert two_rows == {"ld.global.v4.b32": 1, "st.global.v4.b32": 1}
+
+
+def test_split_segments_compile_for_sm90_with_the_l2_hints():
+    # The GPU path (PHASE 0) is compiled only on a GPU, never under the interpreter: the overlapped loop's wait once
+    # failed to compile (a literal where the spin loop carries a tensor) while every interpreter test passed. Pass 1
+    # loads with evict_last, pass 2 loads and stores with evict_first, 16 bytes at a time (pointers, N and the
+    # strides specialised as multiples of 16).
+    sig = {
+        "out_ptr": "*fp16",
+        "in_ptr": "*fp16",
+        "stats_ptr": "*fp32",
+        "arrived_ptr": "*i32",
+        "n_rows": "i32",
+        "n_cols": "i32",
+        "split": "i32",
+        "in_row_stride": "i32",
+        "out_row_stride": "i32",
+    }
+    sig |= dict.fromkeys(
+        ("CHUNK", "SPLIT_BLOCK", "PHASE", "MAX_SPINS", "BLOCKS", "OVERLAP", "LOCAL_STATS"), "constexpr"
+    )
+    meta = {"CHUNK": 8192, "SPLIT_BLOCK": 16, "PHASE": 0, "MAX_SPINS": 1 << 16, "BLOCKS": 2, "LOCAL_STATS": False}
+    cases = [
+        ["kernels.softmax", "_split_softmax_kernel", sig, {**meta, "OVERLAP": o}, 8, [0, 1, 2, 3, 5, 7, 8]]
+        for o in (0, 1)
+    ]
+    for ops in sm90_memory_ops(cases):
+        assert ops["ld.global.L1::evict_last.L2::cache_hint.v4.b32"] == 4, ops
+        assert ops["ld.global.L1::evict_first.L2::cache_hint.v4.b32"] == 4, ops
+        assert ops["st.global.L1::evict_first.L2::cache_hint.v4.b32"] == 4, ops
