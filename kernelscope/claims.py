@@ -478,6 +478,42 @@ def stage_disagreements(data: dict[str, Any], limit: float = STAGE_AGREEMENT) ->
     return out
 
 
+#: how a config's fault reads (kernelscope.faults' statuses)
+FAULT_WORDS = {
+    "oom": "out of GPU memory",
+    "timeout": "past the time limit",
+    "compile_error": "did not compile",
+    "error": "raised",
+}
+
+
+def fault_counts(configs: list[dict[str, Any]]) -> str:
+    """The faults of a sweep's failed configs in words, most frequent first: ``3 out of GPU memory, 1 raised``."""
+    counts: dict[str, int] = {}
+    for c in configs:
+        if c.get("status") == "failed":
+            word = FAULT_WORDS.get(c.get("fault") or "error", c.get("fault") or "raised")
+            counts[word] = counts.get(word, 0) + 1
+    return ", ".join(f"{n} {word}" for word, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def sweeps_lost_to_memory(data: dict[str, Any]) -> list[str]:
+    """Each variant whose sweep found no valid config with at least one of its configs out of GPU memory: on a card
+    whose jobs run side by side that may be other jobs' memory, not the kernel's need, so its absence from the
+    timings says nothing of the kernel."""
+    out = []
+    for case in data["cases"]:
+        for variant in case.get("sweeps") or []:
+            configs = variant.get("configs", [])
+            if variant.get("best") or not any(c.get("fault") == "oom" for c in configs):
+                continue
+            out.append(
+                f"{case['kernel']} {case['shape']} {case['dtype']} {variant['implementation']} "
+                f"({len(configs)} configs: {fault_counts(configs)})"
+            )
+    return out
+
+
 def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]]:
     """What a run's data supports and what it refuses, from its records (``rundata.collect``) and tables
     (``rundata.tables``): the claim list, and every refusal with its reason and topic (``verdicts.Topic``).
@@ -594,6 +630,15 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
             "from the sweep's device time of the same config: the sweep ranked the configs in a state the timing "
             f"stage did not reproduce, so another config may be the faster one where the variant was timed: "
             f"{'; '.join(apart)}."
+        )
+    short = [] if interpreter else sweeps_lost_to_memory(data)
+    if short:
+        refuse(
+            f"Any time of {len(short)} variant{'s' if len(short) > 1 else ''} whose sweep found no valid config, "
+            "some or all of them out of GPU memory. The jobs of a card run side by side, so the memory may have "
+            "been other jobs': rerun the case with fewer jobs at once (--cores) before reading the absence as the "
+            f"kernel's: {'; '.join(short)}.",
+            Topic.UNTIMED_IMPLEMENTATION,
         )
     counters = [c for c in data["cases"] if (c.get("ncu") or {}).get("ran")]
     if len(counters) < len(data["cases"]):

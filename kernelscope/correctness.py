@@ -194,15 +194,22 @@ def check_implementation(
             "ok": None,
             "seeds": [],
         }
-    records = []
-    try:
+    records: list[dict[str, Any]] = []
+    retried: list[str] = []
+
+    def check_seeds() -> None:
+        records.clear()
         with faults.bounded(impl.name):
             for i, seed in enumerate(seeds):
                 records.append(check_seed(spec, impl, shape, dtype, seed, config or {}, repeat=(i == 0)))
+
+    try:
+        faults.retry_oom(check_seeds, retried)
     except ReferenceFailed as exc:  # not this implementation's fault: it was not checked
         faults.after_failure()
         return {
             **result,
+            **_oom_retries(retried),
             "status": REFERENCE_ERROR,
             "ok": False,
             "seeds": records,
@@ -214,6 +221,7 @@ def check_implementation(
         faults.after_failure()
         return {
             **result,
+            **_oom_retries(retried),
             "status": faults.status(exc),
             "ok": False,
             "seeds": records,
@@ -226,7 +234,20 @@ def check_implementation(
         for key in ("max_abs_err", "max_rel_err", "rel_l2_err", *(inv.name for inv in spec.invariants))
     }
     failure = next((f"seed {r['seed']}: {r['failure']}" for r in records if not r["ok"]), None)
-    return {**result, "status": "pass" if ok else "fail", "ok": ok, "failure": failure, **summary, "seeds": records}
+    return {
+        **result,
+        **_oom_retries(retried),
+        "status": "pass" if ok else "fail",
+        "ok": ok,
+        "failure": failure,
+        **summary,
+        "seeds": records,
+    }
+
+
+def _oom_retries(retried: list[str]) -> dict[str, Any]:
+    """The record's ``oom_retries`` (each out-of-memory fault that was run again, kernelscope.faults.retry_oom)."""
+    return {"oom_retries": list(retried)} if retried else {}
 
 
 def _compile_ahead(

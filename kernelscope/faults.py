@@ -25,7 +25,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 #: seconds between the limit and the watchdog: time for the signal to land when it can
 GRACE_S = 5.0
@@ -68,6 +70,39 @@ def status(exc: BaseException) -> str:
     if names & {"CompilationError", "OutOfResources"}:
         return COMPILE_ERROR
     return "error"
+
+
+#: an out-of-memory fault on a GPU is tried this many times in all, ``OOM_WAIT_S`` apart, before it is recorded: the
+#: workflow runs a card's jobs side by side (kernelscope.gpus), so the memory a job lacks may be other jobs', which
+#: they give back as they finish. A kernel that needs more than the card has fails every time and is recorded.
+OOM_ATTEMPTS = 3
+OOM_WAIT_S = 15.0
+
+
+def oom_attempts() -> int:
+    """Attempts at a run that ends out of memory: ``OOM_ATTEMPTS`` where a CUDA device is shared by this host's
+    jobs, one elsewhere (the interpreter's CPU tensors share no card)."""
+    torch = sys.modules.get("torch")
+    return OOM_ATTEMPTS if torch is not None and torch.cuda.is_available() else 1
+
+
+def retry_oom(run: Callable[[], T], retries: list[str] | None = None) -> T:
+    """``run()``, run again after an out-of-memory fault (cached blocks released, ``OOM_WAIT_S`` waited) up to
+    :func:`oom_attempts` times in all; the last fault, and any other exception, propagates. ``retries``, where
+    given, receives each retried fault's message. Call it outside any exclusive section: a job that waits while
+    holding the card keeps the others, and the memory they hold, from moving."""
+    attempts = oom_attempts()
+    for attempt in range(1, attempts + 1):
+        try:
+            return run()
+        except Exception as exc:
+            if attempt == attempts or status(exc) != OOM:
+                raise
+            after_failure()
+            if retries is not None:
+                retries.append(f"{type(exc).__name__}: {exc}"[:300])
+            time.sleep(OOM_WAIT_S)
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def after_failure() -> None:

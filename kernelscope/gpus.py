@@ -28,6 +28,7 @@ import contextlib
 import fcntl
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -204,6 +205,7 @@ def _section(mode: str, what: str) -> Iterator[None]:
     if lock is None or lock.held_by_parent or lock.mode == "exclusive" or lock.mode == mode:
         yield  # unbound (interpreter), the parent holds it, or already inside an equal or stronger section
         return
+    _give_back_cached_memory()
     asked = time.time()
     lock.acquire(mode)
     got = time.time()
@@ -218,6 +220,15 @@ def _section(mode: str, what: str) -> Iterator[None]:
         entry["end"] = time.time()  # before the release, so the recorded sections of one card never overlap
         lock.release()
         _BINDING.sections.append(entry)
+
+
+def _give_back_cached_memory() -> None:
+    """Before a job waits for its card: the memory its allocator caches but no tensor uses goes back to the card,
+    so that the jobs beside it on that card (the workflow runs them side by side) can allocate it. A wait that
+    held it could leave the job in the lock short of memory (kernelscope.faults.retry_oom)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def shared(what: str = "") -> contextlib.AbstractContextManager[None]:

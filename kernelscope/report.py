@@ -519,6 +519,11 @@ def sweep_line(sw: dict[str, Any]) -> str:
         f"{sw['implementation']}: {len(sw.get('configs', []))} configs — {c.get('ok', 0)} timed, "
         f"{c.get('pruned', 0)} pruned, {c.get('failed', 0)} failed, {c.get('wrong', 0)} wrong"
     )
+    if c.get("failed"):
+        line += f" (failed: {claims.fault_counts(sw.get('configs', []))})"
+    retried = sum(1 for r in sw.get("configs", []) if r.get("oom_retries"))
+    if retried:
+        line += f"; {retried} ran again after running out of GPU memory"
     if sw.get("fastest"):  # the default was kept: within the sweep's tie margin of the fastest
         line += (
             f"; timed the default {sw['best']['key']} at {sw['best']['median_us']:.3f} µs, within "

@@ -126,14 +126,22 @@ def _check_variant(
         rec["compile_ms"] = made["compile_ms"]
         if made["kernels"]:  # registers, local (spill) and shared memory, from the driver (timing.kernel_resources)
             rec["kernels"] = made["kernels"]
-        try:
+
+        def first_call_and_check(made=made, rec=rec) -> dict[str, Any]:
             with gpus.shared(f"sweep check {rec['key']}"), faults.bounded(f"{impl.name} {rec['key']}"):
                 made["out"].fill_(float("nan"))
                 rec["first_call_ms"] = timing.first_call(made["fn"])
-                check = correctness.compare(made["fn"](), expected, tol.atol, tol.rtol)
+                return correctness.compare(made["fn"](), expected, tol.atol, tol.rtol)
+
+        retried: list[str] = []
+        try:
+            check = faults.retry_oom(first_call_and_check, retried)
         except Exception as exc:  # launch failures, OOMs and hangs are data too
             _failed(rec, exc)
             continue
+        finally:
+            if retried:  # out of memory, then run again: the card's memory was (also) other jobs'
+                rec["oom_retries"] = retried
         if not check["ok"]:
             rec.update({"status": "wrong", "reason": check["failure"], "max_abs_err": check["max_abs_err"]})
             continue

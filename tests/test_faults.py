@@ -287,3 +287,85 @@ def test_an_implementation_still_running_at_the_limit_is_stopped_there(tmp_path)
     # stopped at the limit, not long before or after it; the limit counts from the start of the implementation's
     # checks (its inputs, the reference, then this first call), so the call itself ran a little less
     assert limit - 1 < ran < limit + 1, ran
+
+
+def test_an_oom_is_run_again_after_a_wait_and_recorded_only_if_it_persists(monkeypatch):
+    monkeypatch.setattr(faults, "oom_attempts", lambda: 3)
+    monkeypatch.setattr(faults, "OOM_WAIT_S", 0.0)
+    calls = []
+
+    def short_of_memory(times):
+        def run():
+            calls.append(1)
+            if len(calls) <= times:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return "done"
+
+        return run
+
+    retried = []
+    assert faults.retry_oom(short_of_memory(2), retried) == "done"
+    assert len(calls) == 3 and len(retried) == 2 and "Tried to allocate 2.00 GiB" in retried[0]
+    calls.clear()
+    with pytest.raises(torch.OutOfMemoryError):  # still short after the third attempt: the fault is recorded
+        faults.retry_oom(short_of_memory(3))
+    assert len(calls) == 3
+
+    def wrong():
+        calls.append(1)
+        raise ValueError("not a memory fault")
+
+    calls.clear()
+    with pytest.raises(ValueError):  # any other fault is not run again
+        faults.retry_oom(wrong)
+    assert len(calls) == 1
+
+
+def test_without_a_cuda_device_an_oom_is_recorded_at_once():
+    # the interpreter's jobs share no card, so there is nothing to wait for
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    assert faults.oom_attempts() == 1
+
+
+_SHORT = {"left": 0}
+
+
+def _short_once(inputs, out, config):
+    """A correct kernel whose first call of each prepared closure finds the card short of memory while _SHORT
+    says so (another job's memory, freed by the time it runs again)."""
+
+    def run():
+        if _SHORT["left"] > 0:
+            _SHORT["left"] -= 1
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 512.00 MiB")
+        out.copy_(torch.softmax(inputs["x"].float(), dim=-1).to(out.dtype))
+        return out
+
+    return run
+
+
+def test_sweep_correctness_and_timing_run_an_oom_again_and_keep_the_config(monkeypatch):
+    monkeypatch.setattr(faults, "oom_attempts", lambda: 3)
+    monkeypatch.setattr(faults, "OOM_WAIT_S", 0.0)
+    spec = planted_spec(triton_impl("triton_short", _short_once))
+    settings = timing.TimingSettings.from_config(
+        {"warmup": 0, "min_samples": 1, "max_samples": 2, "min_time_s": 0, "max_time_s": 0.1, "flush_l2": False}
+    )
+    _SHORT["left"] = 1
+    doc = sweep.sweep_case(spec, SHAPE, torch.float32, settings, max_configs=1)
+    short = next(v for v in doc["variants"] if v["implementation"] == "triton_short")
+    assert short["configs"][0]["status"] == "ok" and len(short["configs"][0]["oom_retries"]) == 1
+    _SHORT["left"] = 2
+    gate = correctness.check_case(spec, SHAPE, torch.float32, [0])
+    rec = next(r for r in gate["implementations"] if r["implementation"] == "triton_short")
+    assert rec["status"] == "pass" and len(rec["oom_retries"]) == 2
+    _SHORT["left"] = 1
+    timed = timing_stage.time_case(spec, SHAPE, torch.float32, {"triton_row": ROW, "triton_short": {}}, settings)
+    rec = next(r for r in timed["implementations"] if r["implementation"] == "triton_short" and r.get("block") != "A2")
+    assert rec["status"] == "ok" and len(rec["oom_retries"]) == 1
+    # and where the card stays short, each stage records the fault as before
+    _SHORT["left"] = 10**6
+    doc = sweep.sweep_case(spec, SHAPE, torch.float32, settings, max_configs=1)
+    short = next(v for v in doc["variants"] if v["implementation"] == "triton_short")
+    assert short["best"] is None and short["configs"][0]["fault"] == "oom"

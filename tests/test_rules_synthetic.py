@@ -475,3 +475,33 @@ def test_stage_disagreement_reaches_does_not_support(monkeypatch):
     assert said.endswith("156.5 µs in the timing stage (+15.1%).")
     data["specs"]["interpreter"] = True
     assert not [s for s in claims.statements(data, tbl)["does_not_support"] if "sweep's choice" in s]
+
+
+def _short_case(faults_of_configs: list[str | None], best: dict | None = None) -> dict:
+    """One case whose sweep of triton_p ended its configs with these faults (None: timed)."""
+    configs = [
+        {"key": f"c{i}", "status": "failed", "fault": f} if f else {"key": f"c{i}", "status": "ok", "median_us": 10.0}
+        for i, f in enumerate(faults_of_configs)
+    ]
+    sweep = {"implementation": "triton_p", "best": best, "configs": configs}
+    return {"kernel": "softmax", "shape": "M1024_N65536", "dtype": "float32", "sweeps": [sweep], "timing": {}}
+
+
+def test_a_sweep_lost_to_gpu_memory_is_named_with_its_faults():
+    """A variant whose sweep found no valid config with any config out of GPU memory is named, its faults counted in
+    words; one with a valid config, or whose configs failed otherwise, is not."""
+    (named,) = claims.sweeps_lost_to_memory({"cases": [_short_case(["oom", "oom", "error"])]})
+    assert named == "softmax M1024_N65536 float32 triton_p (3 configs: 2 out of GPU memory, 1 raised)"
+    assert claims.sweeps_lost_to_memory({"cases": [_short_case(["error", "compile_error"])]}) == []
+    assert claims.sweeps_lost_to_memory({"cases": [_short_case(["oom", None], best={"key": "c1"})]}) == []
+
+
+def test_a_sweep_lost_to_gpu_memory_reaches_does_not_support(monkeypatch):
+    _fingerprint(monkeypatch)
+    data, tbl = _statement_inputs([True])
+    data["cases"] = [_short_case(["oom"] * 8)]
+    (said,) = [s for s in claims.statements(data, tbl)["does_not_support"] if "out of GPU memory" in s]
+    assert said.startswith("Any time of 1 variant whose sweep found no valid config, some or all of them out of GPU")
+    assert said.endswith("triton_p (8 configs: 8 out of GPU memory).") and said.topic == Topic.UNTIMED_IMPLEMENTATION
+    data["specs"]["interpreter"] = True
+    assert not [s for s in claims.statements(data, tbl)["does_not_support"] if "out of GPU memory" in s]

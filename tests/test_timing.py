@@ -182,6 +182,30 @@ def test_the_report_names_a_kept_default_and_the_fastest():
     assert "worst/fastest 1.25×" in line
     plain = report.sweep_line({"implementation": "triton_row", **sweep.summarize(_tied(10.25), 0.02)})
     assert "best w=2 at 10.000 µs, worst/best 1.25×; default config ranks 2/3 at 1.02× best" in plain
+    assert "failed" not in plain.split(" wrong")[1]  # no faults, no fault words
+
+
+def test_the_report_says_why_sweep_configs_failed():
+    """A sweep's failed configs are counted by fault, in words, and configs run again after an OOM are counted."""
+    from kernelscope import report
+
+    records = [
+        {"key": "a", "config": {}, "status": "failed", "fault": "oom", "is_default": True},
+        {"key": "b", "config": {}, "status": "failed", "fault": "oom", "is_default": False},
+        {"key": "c", "config": {}, "status": "failed", "fault": "timeout", "is_default": False},
+        {
+            "key": "d",
+            "config": {},
+            "status": "ok",
+            "median_us": 5.0,
+            "first_call_ms": 1.0,
+            "is_default": False,
+            "oom_retries": ["OOM"],
+        },
+    ]
+    line = report.sweep_line({"implementation": "triton_p", **sweep.summarize(records)})
+    assert "1 timed, 0 pruned, 3 failed, 0 wrong (failed: 2 out of GPU memory, 1 past the time limit)" in line
+    assert "; 1 ran again after running out of GPU memory" in line
 
 
 def test_compile_only_records_what_each_compiled_kernel_takes(monkeypatch):
