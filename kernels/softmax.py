@@ -1178,9 +1178,10 @@ KERNEL = KernelSpec(
             85,
             shapes={"N": (65536, None)},
             min_bytes=64e6,
-            reason="rows too wide for one program, read once by a team of programs that exchange their partial "
-            "statistics: the minimal traffic, so near copy bandwidth as for rows that fit one program (issue 24's "
-            "goal for every softmax moving 64 MB or more)",
+            reason="rows too wide for one program, read from HBM once by a team of programs that exchange their "
+            "partial statistics (from registers, or in segments whose second pass hits L2): the minimal traffic, "
+            "so near copy bandwidth as for rows that fit one program (issue 24's goal for every softmax moving "
+            "64 MB or more)",
         ),
     ],
     negative_controls=[
