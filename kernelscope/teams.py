@@ -1,16 +1,16 @@
 """Rows too wide for one program, split over a *team* of co-resident programs that exchange partial
 statistics through global memory (``softmax.triton_split``, ``layernorm.triton_split``).
 
-A team of ``split`` consecutive programs computes one row at a time; program ``part`` holds columns
-``[part * CHUNK, (part + 1) * CHUNK)`` in registers from its load to its store, so the row is read once and
-written once. Per row, each program publishes two fp32 partials of its chunk (``team_publish``: softmax's
-max and sum of exponentials, layernorm's mean and sum of squared deviations) in ``stats[row]``
-([2, SPLIT_BLOCK] fp32), adds 1 to ``arrived[row]`` (release), and waits until all ``split`` have arrived
-(``team_wait``, acquire). Every program then reads all partials (``team_partials``), combines them and writes
-its chunk; a second increment counts the readers (``team_release``): the last one poisons ``stats[row]`` with
-NaN and zeroes ``arrived[row]`` again, so the next launch starts from the same state without a fill kernel,
-and a program that ever read a partial nobody had published produces NaN, which the correctness gate
-rejects.
+A team of ``split`` consecutive programs computes one row at a time; program ``part`` holds columns ``[part *
+CHUNK, (part + 1) * CHUNK)`` in registers from its load to its store, so the row is read once and written once.
+(softmax's segments, ``BLOCKS > 1``, give each program ``BLOCKS`` such chunks that it reads twice, the second time
+from L2; ``team_prune`` sizes the team by the segment.) Per row, each program publishes two fp32 partials of its
+chunk (``team_publish``: softmax's max and sum of exponentials, layernorm's mean and sum of squared deviations) in
+``stats[row]`` ([2, SPLIT_BLOCK] fp32), adds 1 to ``arrived[row]`` (release), and waits until all ``split`` have
+arrived (``team_wait``, acquire). Every program then reads all partials (``team_partials``), combines them and
+writes its chunk; a second increment counts the readers (``team_release``): the last one poisons ``stats[row]``
+with NaN and zeroes ``arrived[row]`` again, so the next launch starts from the same state without a fill kernel,
+and a program that ever read a partial nobody had published produces NaN, which the correctness gate rejects.
 
 Loading the chunk of the team's *next* row between publishing and waiting (so that HBM stays busy while the
 team waits) was built and timed on an H200: slower in all nine wide-row cases, since the second chunk's
