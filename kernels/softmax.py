@@ -964,10 +964,9 @@ WIDE_TEAM_SPACE = (
 
 
 def _split_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
-    default, *others = team_configs(shape["N"])
     if shape["N"] < WIDE_ROW:
-        return [default, *others]
-    return [default, *(dict(c) for c in SEGMENT_SPACE), *(dict(c) for c in WIDE_TEAM_SPACE)]
+        return team_configs(shape["N"])
+    return [_split_default(shape, dtype), *(dict(c) for c in SEGMENT_SPACE), *(dict(c) for c in WIDE_TEAM_SPACE)]
 
 
 def _split_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:

@@ -478,25 +478,6 @@ def stage_disagreements(data: dict[str, Any], limit: float = STAGE_AGREEMENT) ->
     return out
 
 
-#: how a config's fault reads (kernelscope.faults' statuses)
-FAULT_WORDS = {
-    "oom": "out of GPU memory",
-    "timeout": "past the time limit",
-    "compile_error": "did not compile",
-    "error": "raised",
-}
-
-
-def fault_counts(configs: list[dict[str, Any]]) -> str:
-    """The faults of a sweep's failed configs in words, most frequent first: ``3 out of GPU memory, 1 raised``."""
-    counts: dict[str, int] = {}
-    for c in configs:
-        if c.get("status") == "failed":
-            word = FAULT_WORDS.get(c.get("fault") or "error", c.get("fault") or "raised")
-            counts[word] = counts.get(word, 0) + 1
-    return ", ".join(f"{n} {word}" for word, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-
-
 def sweeps_lost_to_memory(data: dict[str, Any]) -> list[str]:
     """Each variant whose sweep found no valid config with at least one of its configs out of GPU memory: on a card
     whose jobs run side by side that may be other jobs' memory, not the kernel's need, so its absence from the
@@ -509,7 +490,7 @@ def sweeps_lost_to_memory(data: dict[str, Any]) -> list[str]:
                 continue
             out.append(
                 f"{case['kernel']} {case['shape']} {case['dtype']} {variant['implementation']} "
-                f"({len(configs)} configs: {fault_counts(configs)})"
+                f"({len(configs)} configs: {wording.fault_counts(configs)})"
             )
     return out
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import bases, claims, firstpage, plots, records, results, rundata, scores
+from kernelscope import bases, claims, firstpage, plots, records, results, rundata, scores, wording
 from kernelscope.document import bullets, figure, kv, render, table, text
 from kernelscope.fingerprint import fingerprint
 from kernelscope.verdicts import Basis, Statement, Topic, topic_order
@@ -520,7 +520,7 @@ def sweep_line(sw: dict[str, Any]) -> str:
         f"{c.get('pruned', 0)} pruned, {c.get('failed', 0)} failed, {c.get('wrong', 0)} wrong"
     )
     if c.get("failed"):
-        line += f" (failed: {claims.fault_counts(sw.get('configs', []))})"
+        line += f" (failed: {wording.fault_counts(sw.get('configs', []))})"
     retried = sum(1 for r in sw.get("configs", []) if r.get("oom_retries"))
     if retried:
         line += f"; {retried} ran again after running out of GPU memory"

@@ -6,6 +6,7 @@ report says and nothing it does.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -168,3 +169,20 @@ def comparison_why(row: Mapping[str, Any], claim: Mapping[str, Any] | None) -> s
         la, lb = row["labels"]
         text = f"{text}; tuned configs differ: {la} {config_text(row['config_a'])}, {lb} {config_text(row['config_b'])}"
     return text
+
+
+#: how a config's fault reads (kernelscope.faults' statuses)
+FAULT_WORDS = {
+    "oom": "out of GPU memory",
+    "timeout": "past the time limit",
+    "compile_error": "did not compile",
+    "error": "raised",
+}
+
+
+def fault_counts(configs: list[Mapping[str, Any]]) -> str:
+    """The faults of a sweep's failed configs in words, most frequent first: ``3 out of GPU memory, 1 raised``."""
+    words = Counter(
+        FAULT_WORDS.get(c.get("fault"), c.get("fault") or "raised") for c in configs if c.get("status") == "failed"
+    )
+    return ", ".join(f"{n} {word}" for word, n in words.most_common())
