@@ -1,0 +1,151 @@
+"""Offline sm_90a builds of the flash-attention kernel (no GPU): which of its softmax work can run while a
+tensor-core MMA is in flight, with one query tile a program and with two subtiles (``SUBTILES=2``).
+
+Triton keeps a Hopper MMA (``wgmma``) in flight past its issue only where its result is the accumulator of
+the next dot; any other use gets a ``wgmma.wait_group 0`` right after the issue. The build counts the
+``ex2.approx`` instructions (the softmax's exponentials) that sit between a ``wgmma.commit_group`` and the
+next ``wgmma.wait_group``, i.e. that issue while an MMA runs; ptxas (shipped with Triton's NVIDIA backend)
+gives registers and spills. Part 2 builds a minimal loop that software-pipelines the scores by hand (the next
+block's QK^T issued before this block's softmax) to show the compiler waits for it at once. Part 3 asks the
+descriptor variant for a warp-specialised loop and counts the ``ttg.warp_specialize`` ops the compiler made.
+
+    cd docs/experiments && python attention_subtiles_build.py > results/attention_subtiles-<triton>.txt
+"""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+os.environ.pop("TRITON_INTERPRET", None)
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from kernels import attention as fa  # noqa: E402
+
+PTXAS = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+
+
+def mma_overlap(ptx: str) -> tuple[int, int]:
+    """(ex2 issued while an MMA group is in flight, all ex2) in program order of the PTX."""
+    in_flight, overlapped, total = False, 0, 0
+    for line in ptx.splitlines():
+        if "wgmma.commit_group" in line:
+            in_flight = True
+        elif "wgmma.wait_group" in line:
+            in_flight = False
+        elif "ex2.approx" in line:
+            total += 1
+            overlapped += in_flight
+    return overlapped, total
+
+
+def ptxas(ptx: str) -> str:
+    path = pathlib.Path("/tmp/attention_subtiles_build.ptx")
+    path.write_text(ptx)
+    err = subprocess.run([PTXAS, "-arch=sm_90a", "-v", path, "-o", "/dev/null"], capture_output=True, text=True).stderr
+    regs = re.search(r"Used (\d+) registers", err)
+    spills = re.search(r"(\d+) bytes spill stores", err)
+    return f"{regs.group(1) if regs else '?'} registers, {spills.group(1) if spills else 0} B spill stores"
+
+
+def build_attention(bm, bn, warps, stages, causal=False, subtiles=1, tma=False, ws=False):
+    names = list(fa._attention_fwd_kernel.arg_names)
+    const = dict(HEAD_DIM=128, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, RESCALE_ACC=True, BF16_ON_INTERPRETER=False)
+    const |= dict(USE_TMA=tma, WARP_SPECIALIZE=ws, SUBTILES=subtiles)
+    # as a launch specialises them: unit D strides, 16-divisible pointers, row/head strides and S
+    const |= {n: 1 for n in names if n.startswith("stride") and n.endswith("d")}
+    sig = {
+        n: "constexpr" if n in const else "*bf16" if n.endswith("_ptr") else "fp32" if n == "qk_scale" else "i32"
+        for n in names
+    }
+    divisible = [
+        i
+        for i, n in enumerate(names)
+        if n.endswith("_ptr") or n == "seq_len" or (n.startswith("stride") and not n.endswith("d"))
+    ]
+    src = ASTSource(
+        fn=fa._attention_fwd_kernel,
+        signature=sig,
+        constexprs=const,
+        attrs={(i,): [["tt.divisibility", 16]] for i in divisible},
+    )
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+
+
+@triton.jit
+def _pipelined_scores(q_ptr, k_ptr, v_ptr, o_ptr, n_blocks, BLOCK_N: tl.constexpr, D: tl.constexpr):
+    """One 64-row tile, the next block's scores issued before this block's softmax (a hand-made pipeline)."""
+    rows = tl.arange(0, 64)
+    keys = tl.arange(0, BLOCK_N)
+    d = tl.arange(0, D)
+    q = tl.load(q_ptr + rows[:, None] * D + d[None, :])
+    acc = tl.zeros([64, D], tl.float32)
+    qk = tl.dot(q, tl.load(k_ptr + d[:, None] + keys[None, :] * D))
+    for j in range(1, n_blocks):
+        qk_next = tl.dot(q, tl.load(k_ptr + d[:, None] + (j * BLOCK_N + keys)[None, :] * D))
+        p = tl.math.exp2(qk - tl.max(qk, 1)[:, None])
+        acc = tl.dot(p.to(tl.bfloat16), tl.load(v_ptr + ((j - 1) * BLOCK_N + keys)[:, None] * D + d[None, :]), acc)
+        qk = qk_next
+    tl.store(o_ptr + rows[:, None] * D + d[None, :], acc.to(tl.bfloat16))
+
+
+def report(label, kernel):
+    overlapped, total = mma_overlap(kernel.asm["ptx"])
+    print(
+        f"{label}: {ptxas(kernel.asm['ptx'])}, {kernel.metadata.shared} B shared, "
+        f"ex2 with an MMA in flight {overlapped} of {total}",
+        flush=True,
+    )
+
+
+def main():
+    print(f"triton {triton.__version__}, sm_90a, bf16, D = 128")
+    print("1. triton_flash (pointer path)")
+    for bm, bn, warps, stages, causal, subtiles in (
+        (64, 64, 4, 3, False, 1),  # the sweep's best one-tile config on the H200 runs
+        (128, 64, 8, 3, False, 1),
+        (128, 32, 4, 3, False, 2),
+        (128, 32, 4, 2, False, 2),
+        (128, 32, 4, 3, True, 2),
+        (128, 64, 4, 2, False, 2),
+        (128, 64, 8, 2, False, 2),
+    ):
+        label = f"  {bm}x{bn}, {warps} warps, {stages} stages, causal={int(causal)}, SUBTILES={subtiles}"
+        report(label, build_attention(bm, bn, warps, stages, causal, subtiles))
+
+    print("2. the next block's scores issued before this block's softmax, by hand")
+    src = ASTSource(
+        fn=_pipelined_scores,
+        signature={
+            "q_ptr": "*bf16",
+            "k_ptr": "*bf16",
+            "v_ptr": "*bf16",
+            "o_ptr": "*bf16",
+            "n_blocks": "i32",
+            "BLOCK_N": "constexpr",
+            "D": "constexpr",
+        },
+        constexprs={"BLOCK_N": 64, "D": 128},
+    )
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 3})
+    waits = re.findall(r"warp_group_dot_wait[^{]*\{pendings = (\d+)", k.asm["ttgir"])
+    report(f"  64x64, 4 warps, 3 stages (waits' pendings in the TTGIR: {waits})", k)
+
+    print("3. triton_flash_tma with WARP_SPECIALIZE=1")
+    for bm, bn, warps, stages in ((128, 128, 8, 2), (128, 128, 8, 3), (64, 64, 4, 3)):
+        try:
+            k = build_attention(bm, bn, warps, stages, tma=True, ws=True)
+            res = f"{k.asm['ttgir'].count('ttg.warp_specialize(')} ttg.warp_specialize ops"
+        except Exception as e:  # a config the compiler refuses is a finding too
+            res = f"compile failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+        print(f"  {bm}x{bn}, {warps} warps, {stages} stages: {res}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
