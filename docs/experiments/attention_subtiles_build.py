@@ -6,8 +6,9 @@ the next dot; any other use gets a ``wgmma.wait_group 0`` right after the issue.
 ``ex2.approx`` instructions (the softmax's exponentials) that sit between a ``wgmma.commit_group`` and the
 next ``wgmma.wait_group``, i.e. that issue while an MMA runs; ptxas (shipped with Triton's NVIDIA backend)
 gives registers and spills. Part 2 builds a minimal loop that software-pipelines the scores by hand (the next
-block's QK^T issued before this block's softmax) to show the compiler waits for it at once. Part 3 asks the
-descriptor variant for a warp-specialised loop and counts the ``ttg.warp_specialize`` ops the compiler made.
+block's QK^T issued before this block's softmax) to show the compiler waits for it at once; part 2b two subtiles
+in FA3's order (each subtile's softmax beside the other's PV dot), whose first PV dot is waited for at once too.
+Part 3 asks the descriptor variant for a warp-specialised loop and counts the ``ttg.warp_specialize`` ops made.
 
     cd docs/experiments && python attention_subtiles_build.py > results/attention_subtiles-<triton>.txt
 """
@@ -95,6 +96,55 @@ def _pipelined_scores(q_ptr, k_ptr, v_ptr, o_ptr, n_blocks, BLOCK_N: tl.constexp
     tl.store(o_ptr + rows[:, None] * D + d[None, :], acc.to(tl.bfloat16))
 
 
+@triton.jit
+def _fold(qk, acc, l_i, m_i, qk_scale):
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    return p, acc * alpha[:, None], l_i * alpha + tl.sum(p, 1), m_new
+
+
+@triton.jit
+def _pairs_both_overlapped(
+    q_ptr, k_ptr, v_ptr, o_ptr, n_blocks, qk_scale, SUB: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr
+):
+    """Two subtiles, subtile b's PV dot of the previous block issued right after subtile a's scores, so that a's
+    softmax could run beside it too (FA3's order); b's PV result is read in the same iteration (its rescale)."""
+    ra = tl.arange(0, SUB)
+    rb = ra + SUB
+    keys = tl.arange(0, BLOCK_N)
+    d = tl.arange(0, D)
+    q_a = tl.load(q_ptr + ra[:, None] * D + d[None, :])
+    q_b = tl.load(q_ptr + rb[:, None] * D + d[None, :])
+    acc_a = tl.zeros([SUB, D], tl.float32)
+    acc_b = tl.zeros([SUB, D], tl.float32)
+    l_a = tl.zeros([SUB], tl.float32)
+    l_b = tl.zeros([SUB], tl.float32)
+    m_a = tl.full([SUB], -float("inf"), tl.float32)
+    m_b = tl.full([SUB], -float("inf"), tl.float32)
+    kt = tl.load(k_ptr + d[:, None] + keys[None, :] * D)
+    v = tl.load(v_ptr + keys[:, None] * D + d[None, :])
+    p_a, acc_a, l_a, m_a = _fold(tl.dot(q_a, kt), acc_a, l_a, m_a, qk_scale)
+    qk_b = tl.dot(q_b, kt)
+    acc_a = tl.dot(p_a.to(tl.bfloat16), v, acc_a)
+    p_b, acc_b, l_b, m_b = _fold(qk_b, acc_b, l_b, m_b, qk_scale)
+    p_b = p_b.to(tl.bfloat16)
+    for j in range(1, n_blocks):
+        kt = tl.load(k_ptr + d[:, None] + (j * BLOCK_N + keys)[None, :] * D)
+        v = tl.load(v_ptr + (j * BLOCK_N + keys)[:, None] * D + d[None, :])
+        v_prev = tl.load(v_ptr + ((j - 1) * BLOCK_N + keys)[:, None] * D + d[None, :])
+        qk_a = tl.dot(q_a, kt)
+        acc_b = tl.dot(p_b, v_prev, acc_b)
+        p_a, acc_a, l_a, m_a = _fold(qk_a, acc_a, l_a, m_a, qk_scale)
+        qk_b = tl.dot(q_b, kt)
+        acc_a = tl.dot(p_a.to(tl.bfloat16), v, acc_a)
+        p_b, acc_b, l_b, m_b = _fold(qk_b, acc_b, l_b, m_b, qk_scale)
+        p_b = p_b.to(tl.bfloat16)
+    acc_b = tl.dot(p_b, tl.load(v_ptr + ((n_blocks - 1) * BLOCK_N + keys)[:, None] * D + d[None, :]), acc_b)
+    tl.store(o_ptr + ra[:, None] * D + d[None, :], (acc_a / l_a[:, None]).to(tl.bfloat16))
+    tl.store(o_ptr + rb[:, None] * D + d[None, :], (acc_b / l_b[:, None]).to(tl.bfloat16))
+
+
 def report(label, kernel):
     overlapped, total = mma_overlap(kernel.asm["ptx"])
     print(
@@ -136,6 +186,21 @@ def main():
     k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 3})
     waits = re.findall(r"warp_group_dot_wait[^{]*\{pendings = (\d+)", k.asm["ttgir"])
     report(f"  64x64, 4 warps, 3 stages (waits' pendings in the TTGIR: {waits})", k)
+
+    print("2b. two subtiles, b's previous PV dot issued before a's softmax (FA3's order)")
+    sig = {
+        "q_ptr": "*bf16",
+        "k_ptr": "*bf16",
+        "v_ptr": "*bf16",
+        "o_ptr": "*bf16",
+        "n_blocks": "i32",
+        "qk_scale": "fp32",
+    }
+    sig |= dict.fromkeys(("SUB", "BLOCK_N", "D"), "constexpr")
+    for bn, warps, stages in ((32, 4, 3), (64, 8, 2)):
+        src = ASTSource(fn=_pairs_both_overlapped, signature=sig, constexprs={"SUB": 64, "BLOCK_N": bn, "D": 128})
+        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+        report(f"  128x{bn}, {warps} warps, {stages} stages", k)
 
     print("3. triton_flash_tma with WARP_SPECIALIZE=1")
     for bm, bn, warps, stages in ((128, 128, 8, 2), (128, 128, 8, 3), (64, 64, 4, 3)):
