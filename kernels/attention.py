@@ -122,6 +122,16 @@ def _round_to(x, dtype: tl.constexpr, BF16_ON_INTERPRETER: tl.constexpr):
 
 
 @triton.jit
+def _as_register_operand(q, rows_in, Q_IN_REGISTERS: tl.constexpr):
+    """``q`` unchanged, but with ``Q_IN_REGISTERS`` passed through an elementwise select (a no-op: rows past S
+    were loaded as zeros): Triton then feeds it to Hopper's MMA from registers rather than from shared memory,
+    so the QK^T MMA reads only K from shared memory (docs/experiments/attention_subtiles_build.py)."""
+    if Q_IN_REGISTERS:
+        q = tl.where(rows_in, q, 0.0).to(q.dtype)
+    return q
+
+
+@triton.jit
 def _attend_kv_blocks(
     acc,
     l_i,
@@ -286,6 +296,7 @@ def _attention_pairs(
     CAUSAL: tl.constexpr,
     RESCALE_ACC: tl.constexpr,
     BF16_ON_INTERPRETER: tl.constexpr,
+    Q_IN_REGISTERS: tl.constexpr,
 ):
     """``SUBTILES = 2`` (pointer path): the program's ``2 * SUB`` query rows as two subtiles, a (the first SUB
     rows) and b, over one key loop (``_attend_kv_pairs``) for the unmasked blocks, then each subtile's own
@@ -299,6 +310,8 @@ def _attention_pairs(
     q_b = tl.load(
         q_base + offs_b[:, None] * stride_qs + offs_d[None, :] * stride_qd, mask=offs_b[:, None] < seq_len, other=0.0
     )
+    q_a = _as_register_operand(q_a, offs_a[:, None] < seq_len, Q_IN_REGISTERS)
+    q_b = _as_register_operand(q_b, offs_b[:, None] < seq_len, Q_IN_REGISTERS)
     m_a = tl.full([SUB], float("-inf"), dtype=tl.float32)
     l_a = tl.zeros([SUB], dtype=tl.float32)
     acc_a = tl.zeros([SUB, HEAD_DIM], dtype=tl.float32)
@@ -407,6 +420,7 @@ def _attention_fwd_kernel(
     USE_TMA: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
     SUBTILES: tl.constexpr = 1,
+    Q_IN_REGISTERS: tl.constexpr = False,
 ):
     """Program (i, bh) computes O rows ``[i*BLOCK_M, (i+1)*BLOCK_M)`` of head ``bh % H`` of batch ``bh // H``.
 
@@ -450,6 +464,7 @@ def _attention_fwd_kernel(
             CAUSAL,
             RESCALE_ACC,
             BF16_ON_INTERPRETER,
+            Q_IN_REGISTERS,
         )
         return
 
@@ -469,6 +484,7 @@ def _attention_fwd_kernel(
         k_src = k_base
         v_src = v_base
         q = tl.load(q_base + offs_m[:, None] * stride_qs + offs_d[None, :] * stride_qd, mask=row_in, other=0.0)
+        q = _as_register_operand(q, row_in, Q_IN_REGISTERS)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -632,8 +648,12 @@ def _prepare_flash(
         allocator = _descriptor_allocator(
             grid[0] * grid[1] * DESCRIPTORS_PER_PROGRAM * descriptors.DESCRIPTOR_BYTES, q.device
         )
-    # SUBTILES is passed only when 2, so the one-tile configs compile the kernel they always did
+    # SUBTILES and Q_IN_REGISTERS are passed only when set, so the other configs compile the kernel they always did
     extra = {"SUBTILES": 2} if subtiles == 2 else {}
+    if int(config.get("Q_REGS", 0)):
+        if tma:
+            raise ValueError("config asks for Q_REGS=1: the descriptor path loads Q into shared memory by TMA")
+        extra["Q_IN_REGISTERS"] = True
     launch = dict(
         HEAD_DIM=head_dim,
         BLOCK_M=block_m,
@@ -662,15 +682,15 @@ def _prepare_flash_tma(inputs: Inputs, out: torch.Tensor, config):
     return _prepare_flash(inputs, out, config, tma=True)
 
 
-# Config space: 7 tile/warp pairings x stages {2, 3}, plus a 4-stage pipeline for the two mid-size tiles = 16,
-# less two slow pairings, plus two two-subtile configs = 16. Hopper runs one warpgroup MMA per 64 rows, so 8
-# warps only pay off with 128-row tiles; 64-row tiles keep 4 warps. The smem/register prune below drops what
-# cannot fit a given head dim. Listed most promising first on sm_90 (128-row tiles, 8 warps, deeper pipelines),
-# because a time-boxed session's ``max_configs`` keeps only a prefix of the list.
+# Config space: 7 tile/warp pairings x stages {2, 3}, plus a 4-stage pipeline for 128 x 64 tiles = 15,
+# less three slow pairings, plus one with Q in registers and three with two subtiles = 16. Hopper runs one
+# warpgroup MMA per 64 rows, so 8 warps only pay off with 128-row tiles; 64-row tiles keep 4 warps. The
+# smem/register prune below drops what cannot fit a given head dim. Listed most promising first on sm_90 (128-row
+# tiles, 8 warps, deeper pipelines), because a time-boxed session's ``max_configs`` keeps only a prefix of the list.
 _TILES = [(128, 128, 8), (128, 64, 8), (128, 64, 4), (64, 64, 4), (64, 128, 4), (128, 32, 4), (64, 32, 4)]
-# Two pairings left out to make room for the subtile configs: 1.20x and 1.32x the fastest config at best, in every
-# case of the H200 default run at f684623 (docs/kernel-notes.md, session 21).
-_SLOW_TILES = {(128, 64, 8, 2), (128, 32, 4, 2)}
+# Three pairings (and 64 x 64 at 4 stages) left out to make room for the configs below: 1.06x to 1.32x the fastest
+# config at best, in every case of the H200 default run at f684623 (docs/kernel-notes.md, session 21).
+_SLOW_TILES = {(128, 64, 8, 2), (128, 32, 4, 2), (64, 32, 4, 2)}
 #: the first two-subtile config, also that of the negative control ``triton_subtiles_no_rescale`` on a GPU
 SUBTILES_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 4, "num_stages": 3, "SUBTILES": 2}
 _CONFIGS = [
@@ -681,12 +701,14 @@ _CONFIGS = [
         for s in (3, 2)
         if (m, n, w, s) not in _SLOW_TILES
     ),
-    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4},
-    # Two 64-row subtiles a program (``_attend_kv_pairs``): one subtile's softmax beside the other's PV dot. On 4
-    # warps at D = 128 only 32-key blocks fit 255 registers without spilling; on 8 warps 64-key blocks spill 80 B
-    # (offline sm_90a builds, docs/experiments/attention_subtiles_build.py).
+    # Q fed to the QK^T MMA from registers (Q_REGS): only K is read from shared memory by that MMA.
+    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "Q_REGS": 1},
+    # Two 64-row subtiles a program (``_attend_kv_pairs``): one subtile's softmax beside the other's PV dot. At
+    # D = 128 on 4 warps only 32-key blocks fit 255 registers without spilling; on 8 warps 64-key blocks fit with Q
+    # in registers (offline sm_90a builds, docs/experiments/attention_subtiles_build.py).
     SUBTILES_CONFIG,
-    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "SUBTILES": 2},
+    {**SUBTILES_CONFIG, "Q_REGS": 1},
+    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "SUBTILES": 2, "Q_REGS": 1},
 ]
 
 

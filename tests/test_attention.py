@@ -193,10 +193,16 @@ def test_two_subtiles_are_the_one_tile_kernel_bitwise(params, dtype):
     # Each 16-row subtile folds the same 16-key blocks in the same order as a 16 x 16 tile of the one-tile
     # kernel: unmasked blocks in the shared loop, then its own diagonal (or the ragged tail) masked. Same
     # arithmetic, same bits; a swapped subtile, a skipped block or a wrong bound shows here.
+    # Q_REGS only routes Q through a select that changes no value: the same bits again.
     for seed in (0, 1, 2):
         inputs = attention.make_inputs(shape(**params), dtype, CPU, seed)
         one_tile = flash(inputs, config=attention.INTERPRETER_CONFIGS[0])
-        assert torch.equal(flash(inputs, config=SUBTILE_CONFIG), one_tile), (seed, params)
+        for config in (
+            SUBTILE_CONFIG,
+            {**SUBTILE_CONFIG, "Q_REGS": 1},
+            {**attention.INTERPRETER_CONFIGS[0], "Q_REGS": 1},
+        ):
+            assert torch.equal(flash(inputs, config=config), one_tile), (seed, params, config)
 
 
 def test_two_subtiles_without_the_rescale_are_rejected():
@@ -218,6 +224,8 @@ def test_subtile_configs_are_checked():
         attention._prepare_flash(inputs, out, {**SUBTILE_CONFIG, "BLOCK_M": 16})
     with pytest.raises(ValueError, match="pointer path"):
         attention._prepare_flash_tma(inputs, out, {**SUBTILE_CONFIG, "WARP_SPECIALIZE": 0})
+    with pytest.raises(ValueError, match="Q_REGS=1"):
+        attention._prepare_flash_tma(inputs, out, {**attention.TMA_INTERPRETER_CONFIGS[0], "Q_REGS": 1})
 
 
 _SM90_SUBTILES = r"""
@@ -229,10 +237,10 @@ except ImportError as e:
     print(json.dumps({"unavailable": f"no offline compiler: {e}"})); sys.exit()
 import attention_subtiles_build as b
 out = []
-for bm, bn, warps, stages, subtiles in json.loads(sys.argv[1]):
-    k = b.build_attention(bm, bn, warps, stages, subtiles=subtiles)
-    out.append(b.mma_overlap(k.asm["ptx"]))
-print(json.dumps({"overlap": out}))
+for bm, bn, warps, stages, subtiles, q_regs in json.loads(sys.argv[1]):
+    k = b.build_attention(bm, bn, warps, stages, subtiles=subtiles, q_regs=q_regs)
+    out.append([*b.mma_overlap(k.asm["ptx"]), "tensor<64x128xbf16, #ttg.dot_op" in k.asm["ttgir"]])
+print(json.dumps({"builds": out}))
 """
 
 
@@ -240,11 +248,14 @@ def test_only_the_subtile_path_runs_softmax_beside_an_mma():
     """Offline sm_90a builds at D = 128 (docs/experiments/attention_subtiles_build.py): in the one-tile kernel
     every exponential waits for all MMAs; with two subtiles, subtile b's (16 a thread at 32-key blocks, plus its
     two rescale factors) issue while subtile a's PV dot is in flight. Reordering the pair loop (b's scores
-    after a's PV dot) loses it."""
-    builds = helpers.offline_sm90(_SM90_SUBTILES, [[64, 64, 4, 3, 1], [128, 32, 4, 3, 2]])["overlap"]
-    (one_tile, one_total), (pairs, pairs_total) = builds
+    after a's PV dot) loses it. ``Q_REGS=1`` feeds Q to that MMA from registers, not shared memory."""
+    configs = [[64, 64, 4, 3, 1, False], [128, 32, 4, 3, 2, False], [64, 64, 4, 3, 1, True], [128, 32, 4, 3, 2, True]]
+    builds = helpers.offline_sm90(_SM90_SUBTILES, configs)["builds"]
+    (one_tile, one_total, _), (pairs, pairs_total, _) = builds[:2]
     assert one_tile == 0 and one_total > 0, builds
     assert pairs == 18 and pairs_total > pairs, builds
+    # Q_REGS=1 makes Q the QK^T MMA's register operand (A from registers), and only then
+    assert [q_in_registers for *_, q_in_registers in builds] == [False, False, True, True], builds
 
 
 # -- the descriptor variant (triton_flash_tma) -----------------------------------------------------------

@@ -55,10 +55,10 @@ def ptxas(ptx: str) -> str:
     return f"{regs.group(1) if regs else '?'} registers, {spills.group(1) if spills else 0} B spill stores"
 
 
-def build_attention(bm, bn, warps, stages, causal=False, subtiles=1, tma=False, ws=False):
+def build_attention(bm, bn, warps, stages, causal=False, subtiles=1, tma=False, ws=False, q_regs=False):
     names = list(fa._attention_fwd_kernel.arg_names)
     const = dict(HEAD_DIM=128, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, RESCALE_ACC=True, BF16_ON_INTERPRETER=False)
-    const |= dict(USE_TMA=tma, WARP_SPECIALIZE=ws, SUBTILES=subtiles)
+    const |= dict(USE_TMA=tma, WARP_SPECIALIZE=ws, SUBTILES=subtiles, Q_IN_REGISTERS=q_regs)
     # as a launch specialises them: unit D strides, 16-divisible pointers, row/head strides and S
     const |= {n: 1 for n in names if n.startswith("stride") and n.endswith("d")}
     sig = {
@@ -157,17 +157,25 @@ def report(label, kernel):
 def main():
     print(f"triton {triton.__version__}, sm_90a, bf16, D = 128")
     print("1. triton_flash (pointer path)")
-    for bm, bn, warps, stages, causal, subtiles in (
-        (64, 64, 4, 3, False, 1),  # the sweep's best one-tile config on the H200 runs
-        (128, 64, 8, 3, False, 1),
-        (128, 32, 4, 3, False, 2),
-        (128, 32, 4, 2, False, 2),
-        (128, 32, 4, 3, True, 2),
-        (128, 64, 4, 2, False, 2),
-        (128, 64, 8, 2, False, 2),
+    for bm, bn, warps, stages, causal, subtiles, q_regs in (
+        (64, 64, 4, 3, False, 1, False),  # the sweep's best one-tile config on the H200 runs
+        (64, 64, 4, 3, False, 1, True),
+        (128, 64, 8, 3, False, 1, False),
+        (128, 32, 4, 3, False, 2, False),
+        (128, 32, 4, 3, False, 2, True),
+        (128, 32, 4, 2, False, 2, False),
+        (128, 32, 4, 3, True, 2, False),
+        (128, 64, 4, 2, False, 2, False),
+        (128, 64, 8, 2, False, 2, False),
+        (128, 64, 8, 2, False, 2, True),
     ):
-        label = f"  {bm}x{bn}, {warps} warps, {stages} stages, causal={int(causal)}, SUBTILES={subtiles}"
-        report(label, build_attention(bm, bn, warps, stages, causal, subtiles))
+        kernel = build_attention(bm, bn, warps, stages, causal, subtiles, q_regs=q_regs)
+        # where Q feeds the QK^T MMA from: a shared-memory descriptor or registers (the dot's A operand)
+        q_from = "registers" if "tensor<64x128xbf16, #ttg.dot_op" in kernel.asm["ttgir"] else "shared memory"
+        label = (
+            f"  {bm}x{bn}, {warps} warps, {stages} stages, causal={int(causal)}, SUBTILES={subtiles}, Q from {q_from}"
+        )
+        report(label, kernel)
 
     print("2. the next block's scores issued before this block's softmax, by hand")
     src = ASTSource(
