@@ -87,13 +87,8 @@ DESCRIPTORS_PER_PROGRAM = 4
 
 #: Interpreter configs: tl.dot needs every dim >= 16, and small tiles keep CPU cases to seconds. The
 #: first is the default; the unequal tiles exercise the causal bounds with BLOCK_M != BLOCK_N.
-TILE_INTERPRETER_CONFIGS = [
-    {"BLOCK_M": m, "BLOCK_N": n, "num_warps": 4, "num_stages": 1} for m, n in ((16, 16), (32, 16), (16, 32))
-]
-#: ... and the pointer kernel's two-subtile path (SUBTILES = 2: two 16-row subtiles of a 32-row block).
 INTERPRETER_CONFIGS = [
-    *TILE_INTERPRETER_CONFIGS,
-    {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "SUBTILES": 2},
+    {"BLOCK_M": m, "BLOCK_N": n, "num_warps": 4, "num_stages": 1} for m, n in ((16, 16), (32, 16), (16, 32))
 ]
 
 
@@ -119,16 +114,6 @@ def _round_to(x, dtype: tl.constexpr, BF16_ON_INTERPRETER: tl.constexpr):
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
         x = bits.to(tl.float32, bitcast=True)
     return x.to(dtype)
-
-
-@triton.jit
-def _as_register_operand(q, rows_in, Q_IN_REGISTERS: tl.constexpr):
-    """``q`` unchanged, but with ``Q_IN_REGISTERS`` passed through an elementwise select (a no-op: rows past S
-    were loaded as zeros): Triton then feeds it to Hopper's MMA from registers rather than from shared memory,
-    so the QK^T MMA reads only K from shared memory (docs/experiments/attention_subtiles_build.py)."""
-    if Q_IN_REGISTERS:
-        q = tl.where(rows_in, q, 0.0).to(q.dtype)
-    return q
 
 
 @triton.jit
@@ -217,176 +202,6 @@ def _attend_kv_blocks(
 
 
 @triton.jit
-def _fold_scores(qk, acc, l_i, m_i, qk_scale, RESCALE_ACC: tl.constexpr):
-    """One unmasked key block's scores into a query subtile's running (acc, l, m): returns P (fp32) for the
-    PV dot and the rescaled state; as in ``_attend_kv_blocks``."""
-    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-    alpha = tl.math.exp2(m_i - m_new)
-    if RESCALE_ACC:
-        acc = acc * alpha[:, None]
-    l_i = l_i * alpha + tl.sum(p, 1)
-    return p, acc, l_i, m_new
-
-
-@triton.jit
-def _attend_kv_pairs(
-    acc_a,
-    l_a,
-    m_a,
-    acc_b,
-    l_b,
-    m_b,
-    q_a,
-    q_b,
-    k_src,
-    v_src,
-    qk_scale,
-    lo,
-    hi,
-    stride_ks,
-    stride_kd,
-    stride_vs,
-    stride_vd,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    RESCALE_ACC: tl.constexpr,
-    BF16_ON_INTERPRETER: tl.constexpr,
-):
-    """The unmasked key blocks ``[lo, hi)`` folded into two query subtiles (a, b) of one program, each key and
-    value block loaded once for both. The order is the point: subtile b's scores are waited for before
-    subtile a's PV dot is issued, so b's softmax runs on the CUDA cores while a's PV dot runs on the tensor
-    cores. Triton keeps a Hopper MMA in flight only where its result is the next dot's accumulator, so a
-    single tile's softmax can overlap no MMA of its own; two subtiles give it one."""
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    for start_n in tl.range(lo, hi, BLOCK_N):
-        cols = start_n + offs_n
-        kt = tl.load(k_src + offs_d[:, None] * stride_kd + cols[None, :] * stride_ks)
-        v = tl.load(v_src + cols[:, None] * stride_vs + offs_d[None, :] * stride_vd)
-        qk_a = _dot(q_a, kt, None, BF16_ON_INTERPRETER)
-        p_a, acc_a, l_a, m_a = _fold_scores(qk_a, acc_a, l_a, m_a, qk_scale, RESCALE_ACC)
-        qk_b = _dot(q_b, kt, None, BF16_ON_INTERPRETER)
-        acc_a = _dot(_round_to(p_a, v.dtype, BF16_ON_INTERPRETER), v, acc_a, BF16_ON_INTERPRETER)
-        p_b, acc_b, l_b, m_b = _fold_scores(qk_b, acc_b, l_b, m_b, qk_scale, RESCALE_ACC)
-        acc_b = _dot(_round_to(p_b, v.dtype, BF16_ON_INTERPRETER), v, acc_b, BF16_ON_INTERPRETER)
-    return acc_a, l_a, m_a, acc_b, l_b, m_b
-
-
-@triton.jit
-def _attention_pairs(
-    q_base,
-    k_base,
-    v_base,
-    o_base,
-    start_m,
-    seq_len,
-    qk_scale,
-    stride_qs,
-    stride_qd,
-    stride_ks,
-    stride_kd,
-    stride_vs,
-    stride_vd,
-    stride_os,
-    stride_od,
-    HEAD_DIM: tl.constexpr,
-    SUB: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr,
-    RESCALE_ACC: tl.constexpr,
-    BF16_ON_INTERPRETER: tl.constexpr,
-    Q_IN_REGISTERS: tl.constexpr,
-):
-    """``SUBTILES = 2`` (pointer path): the program's ``2 * SUB`` query rows as two subtiles, a (the first SUB
-    rows) and b, over one key loop (``_attend_kv_pairs``) for the unmasked blocks, then each subtile's own
-    masked stage (its causal diagonal, or the ragged key tail) as in the one-tile kernel."""
-    offs_a = start_m * (2 * SUB) + tl.arange(0, SUB)
-    offs_b = offs_a + SUB
-    offs_d = tl.arange(0, HEAD_DIM)
-    q_a = tl.load(
-        q_base + offs_a[:, None] * stride_qs + offs_d[None, :] * stride_qd, mask=offs_a[:, None] < seq_len, other=0.0
-    )
-    q_b = tl.load(
-        q_base + offs_b[:, None] * stride_qs + offs_d[None, :] * stride_qd, mask=offs_b[:, None] < seq_len, other=0.0
-    )
-    q_a = _as_register_operand(q_a, offs_a[:, None] < seq_len, Q_IN_REGISTERS)
-    q_b = _as_register_operand(q_b, offs_b[:, None] < seq_len, Q_IN_REGISTERS)
-    m_a = tl.full([SUB], float("-inf"), dtype=tl.float32)
-    l_a = tl.zeros([SUB], dtype=tl.float32)
-    acc_a = tl.zeros([SUB, HEAD_DIM], dtype=tl.float32)
-    m_b = tl.full([SUB], float("-inf"), dtype=tl.float32)
-    l_b = tl.zeros([SUB], dtype=tl.float32)
-    acc_b = tl.zeros([SUB, HEAD_DIM], dtype=tl.float32)
-    if CAUSAL:
-        # blocks ending at or before subtile a's first row are visible to every row of both subtiles
-        unmasked_hi = (start_m * (2 * SUB)) // BLOCK_N * BLOCK_N
-        hi_a = tl.minimum(start_m * (2 * SUB) + SUB, seq_len)
-        hi_b = tl.minimum((start_m + 1) * (2 * SUB), seq_len)
-    else:
-        unmasked_hi = seq_len // BLOCK_N * BLOCK_N
-        hi_a = seq_len
-        hi_b = seq_len
-    acc_a, l_a, m_a, acc_b, l_b, m_b = _attend_kv_pairs(
-        acc_a,
-        l_a,
-        m_a,
-        acc_b,
-        l_b,
-        m_b,
-        q_a,
-        q_b,
-        k_base,
-        v_base,
-        qk_scale,
-        0,
-        unmasked_hi,
-        stride_ks,
-        stride_kd,
-        stride_vs,
-        stride_vd,
-        HEAD_DIM,
-        BLOCK_N,
-        RESCALE_ACC,
-        BF16_ON_INTERPRETER,
-    )
-    # The masked stage of each subtile starts at or before its first row, so (as in the one-tile kernel)
-    # no row meets a fully masked first block.
-    for sub in tl.static_range(2):
-        if sub == 0:
-            acc, l_i, m_i, q, offs, hi = acc_a, l_a, m_a, q_a, offs_a, hi_a
-        else:
-            acc, l_i, m_i, q, offs, hi = acc_b, l_b, m_b, q_b, offs_b, hi_b
-        acc, l_i, m_i = _attend_kv_blocks(
-            acc,
-            l_i,
-            m_i,
-            q,
-            k_base,
-            v_base,
-            offs,
-            seq_len,
-            qk_scale,
-            unmasked_hi,
-            hi,
-            stride_ks,
-            stride_kd,
-            stride_vs,
-            stride_vd,
-            HEAD_DIM,
-            BLOCK_N,
-            True,
-            CAUSAL,
-            RESCALE_ACC,
-            BF16_ON_INTERPRETER,
-            False,
-            False,
-        )
-        out = _round_to(acc / l_i[:, None], o_base.dtype.element_ty, BF16_ON_INTERPRETER)
-        tl.store(o_base + offs[:, None] * stride_os + offs_d[None, :] * stride_od, out, mask=offs[:, None] < seq_len)
-
-
-@triton.jit
 def _attention_fwd_kernel(
     q_ptr,
     k_ptr,
@@ -419,8 +234,6 @@ def _attention_fwd_kernel(
     BF16_ON_INTERPRETER: tl.constexpr,
     USE_TMA: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
-    SUBTILES: tl.constexpr = 1,
-    Q_IN_REGISTERS: tl.constexpr = False,
 ):
     """Program (i, bh) computes O rows ``[i*BLOCK_M, (i+1)*BLOCK_M)`` of head ``bh % H`` of batch ``bh // H``.
 
@@ -441,32 +254,6 @@ def _attention_fwd_kernel(
     k_base = k_ptr + off_b * stride_kb + off_h * stride_kh
     v_base = v_ptr + off_b * stride_vb + off_h * stride_vh
     o_base = o_ptr + off_b * stride_ob + off_h * stride_oh
-    if SUBTILES == 2:
-        _attention_pairs(
-            q_base,
-            k_base,
-            v_base,
-            o_base,
-            start_m,
-            seq_len,
-            qk_scale,
-            stride_qs,
-            stride_qd,
-            stride_ks,
-            stride_kd,
-            stride_vs,
-            stride_vd,
-            stride_os,
-            stride_od,
-            HEAD_DIM,
-            BLOCK_M // 2,
-            BLOCK_N,
-            CAUSAL,
-            RESCALE_ACC,
-            BF16_ON_INTERPRETER,
-            Q_IN_REGISTERS,
-        )
-        return
 
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -484,7 +271,6 @@ def _attention_fwd_kernel(
         k_src = k_base
         v_src = v_base
         q = tl.load(q_base + offs_m[:, None] * stride_qs + offs_d[None, :] * stride_qd, mask=row_in, other=0.0)
-        q = _as_register_operand(q, row_in, Q_IN_REGISTERS)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -622,12 +408,6 @@ def _prepare_flash(
     batch, heads, seq_len, head_dim = q.shape
     block_m, block_n = int(config["BLOCK_M"]), int(config["BLOCK_N"])
     warp_specialize = bool(config.get("WARP_SPECIALIZE", 0))
-    subtiles = int(config.get("SUBTILES", 1))
-    if subtiles not in (1, 2) or (subtiles == 2 and (tma or block_m % 32)):
-        raise ValueError(
-            f"config asks for SUBTILES={subtiles}: 1, or 2 on the pointer path (triton_flash) with BLOCK_M a "
-            f"multiple of 32 (two subtiles of at least 16 rows for tl.dot), got BLOCK_M={block_m}"
-        )
     if warp_specialize and not (tma and HAS_WARP_SPECIALIZE):
         raise ValueError(
             "config asks for WARP_SPECIALIZE=1: only the descriptor path (triton_flash_tma) on a Triton whose "
@@ -648,12 +428,6 @@ def _prepare_flash(
         allocator = _descriptor_allocator(
             grid[0] * grid[1] * DESCRIPTORS_PER_PROGRAM * descriptors.DESCRIPTOR_BYTES, q.device
         )
-    # SUBTILES and Q_IN_REGISTERS are passed only when set, so the other configs compile the kernel they always did
-    extra = {"SUBTILES": 2} if subtiles == 2 else {}
-    if int(config.get("Q_REGS", 0)):
-        if tma:
-            raise ValueError("config asks for Q_REGS=1: the descriptor path loads Q into shared memory by TMA")
-        extra["Q_IN_REGISTERS"] = True
     launch = dict(
         HEAD_DIM=head_dim,
         BLOCK_M=block_m,
@@ -665,7 +439,6 @@ def _prepare_flash(
         WARP_SPECIALIZE=warp_specialize,
         num_warps=int(config["num_warps"]),
         num_stages=int(config["num_stages"]),
-        **extra,
     )
 
     def run() -> torch.Tensor:
@@ -682,33 +455,16 @@ def _prepare_flash_tma(inputs: Inputs, out: torch.Tensor, config):
     return _prepare_flash(inputs, out, config, tma=True)
 
 
-# Config space: 7 tile/warp pairings x stages {2, 3}, plus a 4-stage pipeline for 128 x 64 tiles = 15,
-# less three slow pairings, plus one with Q in registers and three with two subtiles = 16. Hopper runs one
-# warpgroup MMA per 64 rows, so 8 warps only pay off with 128-row tiles; 64-row tiles keep 4 warps. The
-# smem/register prune below drops what cannot fit a given head dim. Listed most promising first on sm_90 (128-row
-# tiles, 8 warps, deeper pipelines), because a time-boxed session's ``max_configs`` keeps only a prefix of the list.
+# Config space: 7 tile/warp pairings x stages {2, 3}, plus a 4-stage pipeline for the two mid-size tiles
+# = 16. Hopper runs one warpgroup MMA per 64 rows, so 8 warps only pay off with 128-row tiles; 64-row
+# tiles keep 4 warps. The smem/register prune below drops what cannot fit a given head dim. Listed
+# most promising first on sm_90 (128-row tiles, 8 warps, deeper pipelines), because a time-boxed
+# session's ``max_configs`` keeps only a prefix of the list.
 _TILES = [(128, 128, 8), (128, 64, 8), (128, 64, 4), (64, 64, 4), (64, 128, 4), (128, 32, 4), (64, 32, 4)]
-# Three pairings (and 64 x 64 at 4 stages) left out to make room for the configs below: 1.06x to 1.32x the fastest
-# config at best, in every case of the H200 default run at f684623 (docs/kernel-notes.md, session 21).
-_SLOW_TILES = {(128, 64, 8, 2), (128, 32, 4, 2), (64, 32, 4, 2)}
-#: the first two-subtile config, also that of the negative control ``triton_subtiles_no_rescale`` on a GPU
-SUBTILES_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 4, "num_stages": 3, "SUBTILES": 2}
 _CONFIGS = [
     {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 4},
-    *(
-        {"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s}
-        for m, n, w in _TILES
-        for s in (3, 2)
-        if (m, n, w, s) not in _SLOW_TILES
-    ),
-    # Q fed to the QK^T MMA from registers (Q_REGS): only K is read from shared memory by that MMA.
-    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "Q_REGS": 1},
-    # Two 64-row subtiles a program (``_attend_kv_pairs``): one subtile's softmax beside the other's PV dot. At
-    # D = 128 on 4 warps only 32-key blocks fit 255 registers without spilling; on 8 warps 64-key blocks fit with Q
-    # in registers (offline sm_90a builds, docs/experiments/attention_subtiles_build.py).
-    SUBTILES_CONFIG,
-    {**SUBTILES_CONFIG, "Q_REGS": 1},
-    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "SUBTILES": 2, "Q_REGS": 1},
+    *({"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s} for m, n, w in _TILES for s in (3, 2)),
+    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4},
 ]
 
 
@@ -791,8 +547,8 @@ _TMA_CONFIGS = [
 #: Interpreter configs of the descriptor variant: the pointer variant's tiles, the last one with the loop
 #: warp-specialised (a no-op there, so the flag's plumbing runs on every path that can run here).
 TMA_INTERPRETER_CONFIGS = [
-    {**c, "WARP_SPECIALIZE": int(i == len(TILE_INTERPRETER_CONFIGS) - 1 and HAS_WARP_SPECIALIZE)}
-    for i, c in enumerate(TILE_INTERPRETER_CONFIGS)
+    {**c, "WARP_SPECIALIZE": int(i == len(INTERPRETER_CONFIGS) - 1 and HAS_WARP_SPECIALIZE)}
+    for i, c in enumerate(INTERPRETER_CONFIGS)
 ]
 
 
@@ -848,21 +604,6 @@ def _inferred_default(inputs: Inputs, default=None) -> dict:
 def _prepare_no_rescale(inputs: Inputs, out: torch.Tensor, config):
     """Negative control: the accumulator is not rescaled when the running max grows (l still is)."""
     return _prepare_flash(inputs, out, config or _inferred_default(inputs), rescale_acc=False)
-
-
-def _subtiles_default(shape: Shape, dtype: torch.dtype) -> dict:
-    if runtime.device_limits()["interpreter"]:
-        return dict(next(c for c in INTERPRETER_CONFIGS if c.get("SUBTILES") == 2))
-    return dict(SUBTILES_CONFIG)
-
-
-def _subtiles_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
-    return [_subtiles_default(shape, dtype)]
-
-
-def _prepare_subtiles_no_rescale(inputs: Inputs, out: torch.Tensor, config):
-    """Negative control of the two-subtile path: neither subtile's accumulator is rescaled when its max grows."""
-    return _prepare_flash(inputs, out, config or _inferred_default(inputs, _subtiles_default), rescale_acc=False)
 
 
 def _prepare_exp2_no_log2e(inputs: Inputs, out: torch.Tensor, config):
@@ -1112,15 +853,6 @@ KERNEL = KernelSpec(
             description="forgets to rescale the accumulator by exp(m_old - m_new) when the max grows",
             configs=_flash_configs,
             default_config=_flash_default,
-            rejected_for="elements outside atol",
-        ),
-        Implementation(
-            "triton_subtiles_no_rescale",
-            "triton",
-            _prepare_subtiles_no_rescale,
-            description="two subtiles a program (SUBTILES=2), neither accumulator rescaled when its max grows",
-            configs=_subtiles_configs,
-            default_config=_subtiles_default,
             rejected_for="elements outside atol",
         ),
         Implementation(

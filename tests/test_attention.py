@@ -57,7 +57,7 @@ def test_single_position_returns_v_exactly(causal, head_dim):
 @pytest.mark.parametrize(
     "config",
     attention.INTERPRETER_CONFIGS + [{"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1}],
-    ids=lambda c: f"M{c['BLOCK_M']}xN{c['BLOCK_N']}" + ("-subtiles" if c.get("SUBTILES") else ""),
+    ids=lambda c: f"M{c['BLOCK_M']}xN{c['BLOCK_N']}",
 )
 @pytest.mark.parametrize("causal", [0, 1])
 def test_block_shapes_with_ragged_tails(causal, config):
@@ -168,94 +168,6 @@ def test_gpu_config_space(monkeypatch):
     deep = {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 3}
     assert impl.prune(deep, big, torch.bfloat16, H200) is None
     assert "shared memory" in impl.prune(deep, big, torch.bfloat16, {**H200, "max_shared_mem_per_block": 99 * 1024})
-
-
-# -- two query subtiles a program (triton_flash, SUBTILES = 2) --------------------------------------------
-
-SUBTILE_CONFIG = next(c for c in attention.INTERPRETER_CONFIGS if c.get("SUBTILES") == 2)
-
-
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize(
-    "params",
-    [
-        dict(S=5),
-        dict(S=37),
-        dict(S=64),
-        dict(S=5, causal=1),
-        dict(S=37, causal=1),
-        dict(S=64, causal=1),
-        dict(B=2, H=2, S=21, D=32, causal=1, bshd=1),
-    ],
-    ids=["S5", "S37", "S64", "S5-causal", "S37-causal", "S64-causal", "S21-bshd-causal"],
-)
-def test_two_subtiles_are_the_one_tile_kernel_bitwise(params, dtype):
-    # Each 16-row subtile folds the same 16-key blocks in the same order as a 16 x 16 tile of the one-tile
-    # kernel: unmasked blocks in the shared loop, then its own diagonal (or the ragged tail) masked. Same
-    # arithmetic, same bits; a swapped subtile, a skipped block or a wrong bound shows here.
-    # Q_REGS only routes Q through a select that changes no value: the same bits again.
-    for seed in (0, 1, 2):
-        inputs = attention.make_inputs(shape(**params), dtype, CPU, seed)
-        one_tile = flash(inputs, config=attention.INTERPRETER_CONFIGS[0])
-        for config in (
-            SUBTILE_CONFIG,
-            {**SUBTILE_CONFIG, "Q_REGS": 1},
-            {**attention.INTERPRETER_CONFIGS[0], "Q_REGS": 1},
-        ):
-            assert torch.equal(flash(inputs, config=config), one_tile), (seed, params, config)
-
-
-def test_two_subtiles_without_the_rescale_are_rejected():
-    # the registered control runs the subtile path (its default config is the subtile one) and is wrong
-    control = next(c for c in SPEC.negative_controls if c.name == "triton_subtiles_no_rescale")
-    shp = shape(S=37)
-    assert control.default_config(shp, torch.float16) == SUBTILE_CONFIG
-    for causal in (0, 1):
-        record = gate("triton_subtiles_no_rescale", shape(S=37, causal=causal), torch.float16, config={})
-        assert record["status"] == "fail", record
-
-
-def test_subtile_configs_are_checked():
-    inputs = attention.make_inputs(shape(S=37), torch.float16, CPU, seed=0)
-    out = attention.make_output(inputs)
-    with pytest.raises(ValueError, match="SUBTILES=3"):
-        attention._prepare_flash(inputs, out, {**SUBTILE_CONFIG, "SUBTILES": 3})
-    with pytest.raises(ValueError, match="BLOCK_M=16"):
-        attention._prepare_flash(inputs, out, {**SUBTILE_CONFIG, "BLOCK_M": 16})
-    with pytest.raises(ValueError, match="pointer path"):
-        attention._prepare_flash_tma(inputs, out, {**SUBTILE_CONFIG, "WARP_SPECIALIZE": 0})
-    with pytest.raises(ValueError, match="Q_REGS=1"):
-        attention._prepare_flash_tma(inputs, out, {**attention.TMA_INTERPRETER_CONFIGS[0], "Q_REGS": 1})
-
-
-_SM90_SUBTILES = r"""
-import json, sys
-sys.path.insert(0, "docs/experiments")
-try:
-    from triton.backends.compiler import GPUTarget  # noqa: F401
-except ImportError as e:
-    print(json.dumps({"unavailable": f"no offline compiler: {e}"})); sys.exit()
-import attention_subtiles_build as b
-out = []
-for bm, bn, warps, stages, subtiles, q_regs in json.loads(sys.argv[1]):
-    k = b.build_attention(bm, bn, warps, stages, subtiles=subtiles, q_regs=q_regs)
-    out.append([*b.mma_overlap(k.asm["ptx"]), "tensor<64x128xbf16, #ttg.dot_op" in k.asm["ttgir"]])
-print(json.dumps({"builds": out}))
-"""
-
-
-def test_only_the_subtile_path_runs_softmax_beside_an_mma():
-    """Offline sm_90a builds at D = 128 (docs/experiments/attention_subtiles_build.py): in the one-tile kernel
-    every exponential waits for all MMAs; with two subtiles, subtile b's (16 a thread at 32-key blocks, plus its
-    two rescale factors) issue while subtile a's PV dot is in flight. Reordering the pair loop (b's scores
-    after a's PV dot) loses it. ``Q_REGS=1`` feeds Q to that MMA from registers, not shared memory."""
-    configs = [[64, 64, 4, 3, 1, False], [128, 32, 4, 3, 2, False], [64, 64, 4, 3, 1, True], [128, 32, 4, 3, 2, True]]
-    builds = helpers.offline_sm90(_SM90_SUBTILES, configs)["builds"]
-    (one_tile, one_total, _), (pairs, pairs_total, _) = builds[:2]
-    assert one_tile == 0 and one_total > 0, builds
-    assert pairs == 18 and pairs_total > pairs, builds
-    # Q_REGS=1 makes Q the QK^T MMA's register operand (A from registers), and only then
-    assert [q_in_registers for *_, q_in_registers in builds] == [False, False, True, True], builds
 
 
 # -- the descriptor variant (triton_flash_tma) -----------------------------------------------------------

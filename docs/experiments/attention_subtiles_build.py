@@ -11,23 +11,47 @@ in FA3's order (each subtile's softmax beside the other's PV dot), whose first P
 Part 3 asks the descriptor variant for a warp-specialised loop and counts the ``ttg.warp_specialize`` ops made.
 
     cd docs/experiments && python attention_subtiles_build.py > results/attention_subtiles-<triton>.txt
+
+Part 1 builds ``kernels/attention.py`` as it stood at commit ``MEASURED_AT`` (read with ``git show``), the commit
+whose sweep ran the two-subtile configs on the GPU.
 """
 
+import importlib.util
 import os
 import pathlib
 import re
 import subprocess
 import sys
+import tempfile
 
 os.environ.pop("TRITON_INTERPRET", None)
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))  # kernelscope, which the module imports
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from kernels import attention as fa  # noqa: E402
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+#: the commit whose kernels/attention.py had the two-subtile path (SUBTILES, Q_REGS) measured on the H200 in
+#: session 21 (docs/kernel-notes.md); it was slower there and left the kernel after that run, so this build loads
+#: the module as it stood at that commit
+MEASURED_AT = "c134165"
+
+
+def _kernel_module(commit: str = MEASURED_AT):
+    src = subprocess.run(
+        ["git", "show", f"{commit}:kernels/attention.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    path = pathlib.Path(tempfile.mkdtemp()) / f"attention_{commit}.py"
+    path.write_text(src)  # a file, because triton.jit reads its functions' source
+    spec = importlib.util.spec_from_file_location(f"attention_{commit}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fa = _kernel_module()
 
 PTXAS = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 
