@@ -4,10 +4,10 @@ tensor-core MMA is in flight, with one query tile a program and with two subtile
 Triton keeps a Hopper MMA (``wgmma``) in flight past its issue only where its result is the accumulator of
 the next dot; any other use gets a ``wgmma.wait_group 0`` right after the issue. The build counts the
 ``ex2.approx`` instructions (the softmax's exponentials) that sit between a ``wgmma.commit_group`` and the
-next ``wgmma.wait_group``, i.e. that issue while an MMA runs; ptxas (shipped with Triton's NVIDIA backend)
-gives registers and spills. Part 2 builds a minimal loop that software-pipelines the scores by hand (the next
-block's QK^T issued before this block's softmax) to show the compiler waits for it at once; part 2b two subtiles
-in FA3's order (each subtile's softmax beside the other's PV dot), whose first PV dot is waited for at once too.
+next ``wgmma.wait_group``, i.e. that issue while an MMA runs; ptxas gives registers and spills (``sm90_build``).
+Part 2 builds a minimal loop that software-pipelines the scores by hand (the next block's QK^T issued before this
+block's softmax) to show the compiler waits for it at once; part 2b two subtiles in FA3's order (each subtile's
+softmax beside the other's PV dot), whose first PV dot is waited for at once too.
 Part 3 asks the descriptor variant for a warp-specialised loop and counts the ``ttg.warp_specialize`` ops made.
 
     cd docs/experiments && python attention_subtiles_build.py > results/attention_subtiles-<triton>.txt
@@ -29,8 +29,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))  # kernelsc
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
+from sm90_build import build_sm90  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: the commit whose kernels/attention.py had the two-subtile path (SUBTILES, Q_REGS) measured on the H200 in
@@ -53,8 +52,6 @@ def _kernel_module(commit: str = MEASURED_AT):
 
 fa = _kernel_module()
 
-PTXAS = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-
 
 def mma_overlap(ptx: str) -> tuple[int, int]:
     """(ex2 issued while an MMA group is in flight, all ex2) in program order of the PTX."""
@@ -70,16 +67,8 @@ def mma_overlap(ptx: str) -> tuple[int, int]:
     return overlapped, total
 
 
-def ptxas(ptx: str) -> str:
-    path = pathlib.Path("/tmp/attention_subtiles_build.ptx")
-    path.write_text(ptx)
-    err = subprocess.run([PTXAS, "-arch=sm_90a", "-v", path, "-o", "/dev/null"], capture_output=True, text=True).stderr
-    regs = re.search(r"Used (\d+) registers", err)
-    spills = re.search(r"(\d+) bytes spill stores", err)
-    return f"{regs.group(1) if regs else '?'} registers, {spills.group(1) if spills else 0} B spill stores"
-
-
 def build_attention(bm, bn, warps, stages, causal=False, subtiles=1, tma=False, ws=False, q_regs=False):
+    """``sm90_build.build_sm90``'s ``(kernel, ptx, registers, spills)`` for the attention kernel at D = 128, bf16."""
     names = list(fa._attention_fwd_kernel.arg_names)
     const = dict(HEAD_DIM=128, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, RESCALE_ACC=True, BF16_ON_INTERPRETER=False)
     const |= dict(USE_TMA=tma, WARP_SPECIALIZE=ws, SUBTILES=subtiles, Q_IN_REGISTERS=q_regs)
@@ -94,13 +83,7 @@ def build_attention(bm, bn, warps, stages, causal=False, subtiles=1, tma=False, 
         for i, n in enumerate(names)
         if n.endswith("_ptr") or n == "seq_len" or (n.startswith("stride") and not n.endswith("d"))
     ]
-    src = ASTSource(
-        fn=fa._attention_fwd_kernel,
-        signature=sig,
-        constexprs=const,
-        attrs={(i,): [["tt.divisibility", 16]] for i in divisible},
-    )
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+    return build_sm90(fa._attention_fwd_kernel, sig, const, warps, divisible, stages)
 
 
 @triton.jit
@@ -169,10 +152,11 @@ def _pairs_both_overlapped(
     tl.store(o_ptr + rb[:, None] * D + d[None, :], (acc_b / l_b[:, None]).to(tl.bfloat16))
 
 
-def report(label, kernel):
-    overlapped, total = mma_overlap(kernel.asm["ptx"])
+def report(label, build):
+    kernel, ptx, regs, spills = build
+    overlapped, total = mma_overlap(ptx)
     print(
-        f"{label}: {ptxas(kernel.asm['ptx'])}, {kernel.metadata.shared} B shared, "
+        f"{label}: {regs[0]} registers, {spills[0][0]} B spill stores, {kernel.metadata.shared} B shared, "
         f"ex2 with an MMA in flight {overlapped} of {total}",
         flush=True,
     )
@@ -193,31 +177,20 @@ def main():
         (128, 64, 8, 2, False, 2, False),
         (128, 64, 8, 2, False, 2, True),
     ):
-        kernel = build_attention(bm, bn, warps, stages, causal, subtiles, q_regs=q_regs)
+        build = build_attention(bm, bn, warps, stages, causal, subtiles, q_regs=q_regs)
         # where Q feeds the QK^T MMA from: a shared-memory descriptor or registers (the dot's A operand)
-        q_from = "registers" if "tensor<64x128xbf16, #ttg.dot_op" in kernel.asm["ttgir"] else "shared memory"
+        q_from = "registers" if "tensor<64x128xbf16, #ttg.dot_op" in build[0].asm["ttgir"] else "shared memory"
         label = (
             f"  {bm}x{bn}, {warps} warps, {stages} stages, causal={int(causal)}, SUBTILES={subtiles}, Q from {q_from}"
         )
-        report(label, kernel)
+        report(label, build)
 
     print("2. the next block's scores issued before this block's softmax, by hand")
-    src = ASTSource(
-        fn=_pipelined_scores,
-        signature={
-            "q_ptr": "*bf16",
-            "k_ptr": "*bf16",
-            "v_ptr": "*bf16",
-            "o_ptr": "*bf16",
-            "n_blocks": "i32",
-            "BLOCK_N": "constexpr",
-            "D": "constexpr",
-        },
-        constexprs={"BLOCK_N": 64, "D": 128},
-    )
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 3})
-    waits = re.findall(r"warp_group_dot_wait[^{]*\{pendings = (\d+)", k.asm["ttgir"])
-    report(f"  64x64, 4 warps, 3 stages (waits' pendings in the TTGIR: {waits})", k)
+    sig = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "n_blocks": "i32"}
+    sig |= dict.fromkeys(("BLOCK_N", "D"), "constexpr")
+    build = build_sm90(_pipelined_scores, sig, {"BLOCK_N": 64, "D": 128}, 4, (), 3)
+    waits = re.findall(r"warp_group_dot_wait[^{]*\{pendings = (\d+)", build[0].asm["ttgir"])
+    report(f"  64x64, 4 warps, 3 stages (waits' pendings in the TTGIR: {waits})", build)
 
     print("2b. two subtiles, b's previous PV dot issued before a's softmax (FA3's order)")
     sig = {
@@ -230,15 +203,14 @@ def main():
     }
     sig |= dict.fromkeys(("SUB", "BLOCK_N", "D"), "constexpr")
     for bn, warps, stages in ((32, 4, 3), (64, 8, 2)):
-        src = ASTSource(fn=_pairs_both_overlapped, signature=sig, constexprs={"SUB": 64, "BLOCK_N": bn, "D": 128})
-        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
-        report(f"  128x{bn}, {warps} warps, {stages} stages", k)
+        build = build_sm90(_pairs_both_overlapped, sig, {"SUB": 64, "BLOCK_N": bn, "D": 128}, warps, (), stages)
+        report(f"  128x{bn}, {warps} warps, {stages} stages", build)
 
     print("3. triton_flash_tma with WARP_SPECIALIZE=1")
     for bm, bn, warps, stages in ((128, 128, 8, 2), (128, 128, 8, 3), (64, 64, 4, 3)):
         try:
-            k = build_attention(bm, bn, warps, stages, tma=True, ws=True)
-            res = f"{k.asm['ttgir'].count('ttg.warp_specialize(')} ttg.warp_specialize ops"
+            kernel = build_attention(bm, bn, warps, stages, tma=True, ws=True)[0]
+            res = f"{kernel.asm['ttgir'].count('ttg.warp_specialize(')} ttg.warp_specialize ops"
         except Exception as e:  # a config the compiler refuses is a finding too
             res = f"compile failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
         print(f"  {bm}x{bn}, {warps} warps, {stages} stages: {res}", flush=True)

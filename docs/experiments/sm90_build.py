@@ -14,13 +14,15 @@ from triton.compiler import ASTSource
 PTXAS = next(pathlib.Path(triton.__file__).parent.glob("backends/nvidia/bin/ptxas"))
 
 
-def build_sm90(fn, sig, const, warps, divisible):
+def build_sm90(fn, sig, const, warps, divisible, stages=None):
     """``(compiled kernel, ptx, registers, spills)``; ``divisible``: the indices of the arguments a launch would
-    specialise as multiples of 16 (pointers from the allocator, widths and strides that are)."""
+    specialise as multiples of 16 (pointers from the allocator, widths and strides that are); ``stages``: the
+    launch's ``num_stages`` (None: Triton's default)."""
+    options = {"num_warps": warps} if stages is None else {"num_warps": warps, "num_stages": stages}
     k = triton.compile(
         ASTSource(fn=fn, signature=sig, constexprs=const, attrs={(i,): [["tt.divisibility", 16]] for i in divisible}),
         target=GPUTarget("cuda", 90, 32),
-        options={"num_warps": warps},
+        options=options,
     )
     ptx = k.asm["ptx"]
     with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
