@@ -45,6 +45,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import _attention_gluon as gluon_flash
 from kernelscope import runtime
 from kernelscope import tma as descriptors
 from kernelscope.baselines import compiled
@@ -595,6 +596,98 @@ def _tma_supports(shape: Shape, dtype: torch.dtype) -> str | None:
     return _flash_supports(shape, dtype) or _descriptor_feature_reason()
 
 
+#: head dims ``gluon_flash`` is built for: rows of 64 or 128 16-bit elements fill the 128-byte TMA swizzle
+GLUON_HEAD_DIMS = (64, 128)
+
+
+def _gluon_feature_reason() -> str | None:
+    """Why ``gluon_flash`` cannot run on this Triton and device, or None (by feature, not version)."""
+    if not gluon_flash.HAS_GLUON_HOPPER:
+        return "this Triton has no triton.experimental.gluon Hopper module (warpgroup_mma, tma, mbarrier)"
+    limits = runtime.device_limits()
+    if limits["interpreter"]:
+        return (
+            "Gluon kernels do not run on Triton's interpreter (on the CPU the tests build gluon_flash offline "
+            "for sm_90a instead)"
+        )
+    if tuple(limits["capability"])[0] != 9:
+        return f"warpgroup MMA (wgmma) is sm_90 only; the device has compute capability {limits['capability']}"
+    return None
+
+
+def _gluon_supports(shape: Shape, dtype: torch.dtype) -> str | None:
+    if dtype not in (torch.float16, torch.bfloat16):
+        return f"{dtype}: 16-bit operands only (the wgmma layouts and TMA tiles are built for 2-byte elements)"
+    if shape["D"] not in GLUON_HEAD_DIMS:
+        return f"head dim {shape['D']} is not one of {GLUON_HEAD_DIMS} (built and checked for these only)"
+    if shape.params.get("bshd", 0):
+        return "[B, S, H, D] storage: the descriptors view a contiguous [B, H, S, D] tensor as [B*H, S, D]"
+    return _gluon_feature_reason()
+
+
+def _gluon_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    return [dict(c) for c in gluon_flash.CONFIGS]
+
+
+def _gluon_default(shape: Shape, dtype: torch.dtype) -> dict:
+    # FA3's forward tile at D = 128 on Hopper: 128 query rows on two warpgroups, 128-key blocks, two slots a
+    # ring; under one wave of 128-row programs, 64-row programs on one warpgroup
+    if not _fills_the_sms(shape, 128, runtime.device_limits()):
+        return dict(gluon_flash.CONFIGS[3])
+    return dict(gluon_flash.CONFIGS[0])
+
+
+def _gluon_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    block_m, block_n, head_dim = config["BLOCK_M"], config["BLOCK_N"], shape["D"]
+    span = max(64, triton.next_power_of_2(shape["S"]))
+    if block_m > span or block_n > span:
+        return f"{block_m}x{block_n} tile for S={shape['S']}: more than half of it would be padding"
+    smem = (block_m + 2 * config["STAGES"] * block_n) * head_dim * element_size(dtype)
+    if smem > limits["max_shared_mem_per_block"]:
+        budget = limits["max_shared_mem_per_block"]
+        return f"shared memory {smem} B (Q tile + {config['STAGES']} K and V slots) exceeds {budget} B"
+    return None
+
+
+def _prepare_gluon(
+    inputs: Inputs,
+    out: torch.Tensor,
+    config,
+    *,
+    log2e: float = LOG2E,
+    rescale_acc: bool = True,
+    other_head_k: bool = False,
+):
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    _check_qkvo(q, k, v, out)
+    reason = _gluon_feature_reason()
+    if reason:
+        raise ValueError(f"gluon_flash cannot run here: {reason}")
+    for name, t in {"Q": q, "K": k, "V": v, "O": out}.items():
+        if not t.is_contiguous():
+            raise ValueError(
+                f"gluon_flash needs contiguous [B, H, S, D] tensors; {name} has strides {tuple(t.stride())}"
+            )
+        if t.dtype not in (torch.float16, torch.bfloat16):
+            raise ValueError(f"gluon_flash takes fp16/bf16 tensors; {name} is {t.dtype}")
+    config = config or _inferred_default(inputs, _gluon_default)
+    # negative control: K's descriptor over K with its heads rolled by one, every head scores another's keys
+    k_source = torch.roll(k, 1, dims=1).contiguous() if other_head_k else None
+    return gluon_flash.launch(
+        q, k, v, out, config, causal=_is_causal(inputs), log2e=log2e, rescale_acc=rescale_acc, k_source=k_source
+    )
+
+
+def _prepare_gluon_no_rescale(inputs: Inputs, out: torch.Tensor, config):
+    """Negative control of gluon_flash: the accumulator is not rescaled when the running max grows."""
+    return _prepare_gluon(inputs, out, config, rescale_acc=False)
+
+
+def _prepare_gluon_other_head_k(inputs: Inputs, out: torch.Tensor, config):
+    """Negative control of gluon_flash: every head's scores are taken against the next head's keys."""
+    return _prepare_gluon(inputs, out, config, other_head_k=True)
+
+
 def _inferred_default(inputs: Inputs, default=None) -> dict:
     batch, heads, seq_len, head_dim = inputs["q"].shape
     shape = Shape({"B": batch, "H": heads, "S": seq_len, "D": head_dim, "causal": int(_is_causal(inputs))}, "inferred")
@@ -796,6 +889,19 @@ KERNEL = KernelSpec(
             supports=_tma_supports,
         ),
         Implementation(
+            "gluon_flash",
+            "triton",
+            _prepare_gluon,
+            description="the flash algorithm for Hopper in Gluon (Triton's low-level language), after "
+            "FlashAttention-3: asynchronous warpgroup MMAs waited for by hand, so each key block's softmax runs "
+            "beside the previous block's PV MMA; K and V through TMA into rings of mbarrier-tracked slots; P fed "
+            "to the PV MMA from registers. GPU only (compute capability 9.x, fp16/bf16, D 64 or 128)",
+            configs=_gluon_configs,
+            default_config=_gluon_default,
+            prune=_gluon_prune,
+            supports=_gluon_supports,
+        ),
+        Implementation(
             "sdpa",
             "eager",
             _sdpa,
@@ -844,6 +950,16 @@ KERNEL = KernelSpec(
             "Hopper flash kernel (wgmma, TMA, warp-specialised); a Triton kernel on the same hardware paths "
             "(descriptors, 128 x 128 tiles, warp specialisation) should come within 5 %, causal and not",
         ),
+        Target(
+            "gluon_flash",
+            "speedup",
+            0.95,
+            baseline="sdpa",
+            dtypes=("float16", "bfloat16"),
+            shapes={"D": (128, 128), "S": (4096, None)},
+            reason="issue 24: the same goal as triton_flash's, for the design triton.language cannot express "
+            "on this stack (session 21, docs/kernel-notes.md): FA3's softmax beside the PV MMA",
+        ),
     ],
     negative_controls=[
         Implementation(
@@ -883,6 +999,27 @@ KERNEL = KernelSpec(
             configs=_tma_configs,
             default_config=_tma_default,
             supports=_tma_supports,
+            rejected_for="elements outside atol",
+        ),
+        Implementation(
+            "gluon_no_rescale",
+            "triton",
+            _prepare_gluon_no_rescale,
+            description="gluon_flash that forgets to rescale the accumulator when the max grows",
+            configs=_gluon_configs,
+            default_config=_gluon_default,
+            supports=_gluon_supports,
+            rejected_for="elements outside atol",
+        ),
+        Implementation(
+            "gluon_other_head_k",
+            "triton",
+            _prepare_gluon_other_head_k,
+            description="gluon_flash whose K descriptor covers the keys with the heads rolled by one: every head "
+            "scores the next head's keys",
+            configs=_gluon_configs,
+            default_config=_gluon_default,
+            supports=_gluon_supports,
             rejected_for="elements outside atol",
         ),
     ],

@@ -557,7 +557,9 @@ def statements(data: dict[str, Any], tbl: dict[str, Any]) -> dict[str, list[str]
                 f" {why} — {grp['failure'].iloc[0]}" + (" (first case's reason)." if len(grp) > 1 else "."),
                 Topic.UNTIMED_IMPLEMENTATION,
             )
-        live = corr[corr["role"] == "negative control"]
+        # a control that sat out beside the implementation it guards (rejected None) tested nothing and guarded
+        # nothing here: neither live nor accepted
+        live = corr[(corr["role"] == "negative control") & corr["rejected"].notna()]
         accepted = live[live["rejected"] == False]  # noqa: E712 - pandas element-wise comparison
         for _, r in accepted.iterrows():
             crashed = r.get("control_error")

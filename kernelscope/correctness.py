@@ -271,8 +271,10 @@ def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequen
     """Every implementation (Triton variants at their default config, baselines) and every negative
     control. A control counts as rejected only when it ran and failed by its numbers (status "fail"); one that
     crashed tested nothing (``rejected`` False, the exception in ``control_error``), nor did one the reference
-    could not judge. ``gate_live`` is False if any negative control was accepted (the tolerance is too loose)
-    or crashed. ``reference_error``: what the reference raised, where it did (else None)."""
+    could not judge. A control unsupported here for the reason an implementation is (the two sit out together)
+    has ``rejected`` None and does not count; unsupported for a reason no implementation shares, it is a
+    ``control_error``. ``gate_live`` is False if any negative control was accepted (the tolerance is too loose)
+    or crashed, or if none ran. ``reference_error``: what the reference raised, where it did (else None)."""
     implementations, controls = [], []
     tol = spec.tolerance(dtype)
 
@@ -284,8 +286,11 @@ def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequen
             "seeds": list(seeds),
             "implementations": implementations,
             "negative_controls": controls,
-            # live only if every declared control ran and was rejected
-            "gate_live": len(controls) == len(spec.negative_controls) and all(c["rejected"] for c in controls),
+            # live only if every declared control was rejected, but those sitting out beside the implementation
+            # they guard (``rejected`` None), and at least one ran
+            "gate_live": len(controls) == len(spec.negative_controls)
+            and all(c["rejected"] for c in controls if c["rejected"] is not None)
+            and any(c["rejected"] is not None for c in controls),
         }
 
     # if a hang cannot be interrupted, the job writes what it has (faults.bounded)
@@ -302,5 +307,12 @@ def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequen
         rec["rejected"] = rec["status"] == "fail"
         if rec["status"] in ("error", "timeout", "oom", "compile_error", REFERENCE_ERROR):  # kernelscope.faults
             rec["control_error"] = rec["failure"]
+        elif rec["status"] == "unsupported":
+            if rec["reason"] in {r.get("reason") for r in implementations if r["status"] == "unsupported"}:
+                # it sits out beside the implementation it guards (same reason: e.g. a GPU-only variant under
+                # the interpreter), so there is nothing here for it to guard: neither rejected nor accepted
+                rec["rejected"] = None
+            else:
+                rec["control_error"] = f"unsupported ({rec['reason']}) where every implementation with that reason ran"
         controls.append(rec)
     return doc()

@@ -372,6 +372,33 @@ def test_a_control_counts_as_rejected_only_when_it_fails_by_its_numbers():
     assert loose["gate_live"] is False and "control_error" not in loose["negative_controls"][1]
 
 
+def test_a_control_sits_out_only_beside_the_implementation_it_guards():
+    """gluon_flash's controls do not run under the interpreter, and neither does gluon_flash: such a control
+    counts neither as rejected nor as accepted. Unsupported for a reason no implementation shares, it would
+    leave a variant unguarded, and the gate is not live."""
+    wrong = _eager(lambda x, n: _plus_at(2 * x.abs(), 5, 1.0), name="wrong_numbers", rejected_for=OUTSIDE)
+    why = "GPU only"
+    gpu_only = _eager(lambda x, n: 2 * x.abs(), name="gpu_variant", supports=lambda shape, dtype: why)
+    gpu_control = _eager(
+        lambda x, n: 2 * x.abs(), name="gpu_control", supports=lambda shape, dtype: why, rejected_for=OUTSIDE
+    )
+    spec = dataclasses.replace(_spec([wrong, gpu_control]), implementations=[CORRECT, gpu_only])
+    doc = correctness.check_case(spec, SHAPE, torch.float32, SEEDS)
+    by_name = {c["implementation"]: c for c in doc["negative_controls"]}
+    assert by_name["gpu_control"]["status"] == "unsupported" and by_name["gpu_control"]["rejected"] is None
+    assert "control_error" not in by_name["gpu_control"] and doc["gate_live"] is True
+
+    alone = correctness.check_case(_spec([wrong, gpu_control]), SHAPE, torch.float32, SEEDS)
+    control = {c["implementation"]: c for c in alone["negative_controls"]}["gpu_control"]
+    assert control["rejected"] is False and why in control["control_error"] and alone["gate_live"] is False
+
+    # no control that ran: nothing shows the tolerance is live
+    only = correctness.check_case(
+        dataclasses.replace(_spec([gpu_control]), implementations=[CORRECT, gpu_only]), SHAPE, torch.float32, SEEDS
+    )
+    assert only["gate_live"] is False
+
+
 def test_a_reference_that_raises_is_the_references_fault_not_the_implementations():
     calls = {"n": 0}
 

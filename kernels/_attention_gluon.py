@@ -1,0 +1,280 @@
+"""Flash-attention forward for Hopper in Gluon (``triton.experimental.gluon``), after FlashAttention-3's
+intra-warpgroup pipelining; a part of ``kernels/attention.py`` (``gluon_flash``), not a kernel of its own.
+
+Why Gluon: ``triton.language`` keeps a Hopper MMA (``wgmma``) in flight only where its result is the next dot's
+accumulator, so the softmax of one key block never runs beside an MMA (docs/kernel-notes.md, session 21, measured
+offline). Gluon exposes the MMA as an asynchronous op with an explicit wait, so the loop can be ordered as FA3's:
+
+    S_j  = Q K_jᵀ          issued, not waited for
+    O   += P_{j-1} V_{j-1}  issued behind it
+    wait until one MMA group is left in flight  -> S_j is ready, the PV MMA still runs
+    softmax(S_j) -> P_j, alpha_j   (beside the PV MMA)
+    wait for the PV MMA; O *= alpha_j
+
+K and V tiles come through TMA into rings of ``STAGES`` shared-memory slots, each slot with its own mbarrier;
+a K slot is refilled as soon as its QKᵀ MMA is waited for, a V slot as soon as its PV MMA is. Descriptors are
+three-dimensional, [B·H, S, D] with [1, BLOCK, D] boxes, so a tile never reads another head: rows past S are
+zero-filled by the TMA unit and their scores masked to -inf.
+
+Gluon kernels do not run on Triton's interpreter: on the CPU this module is built offline for sm_90a by the tests
+(tests/test_attention_gluon.py), and run only on a GPU of compute capability 9.x, checked by feature.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+try:  # Gluon and its Hopper ops, by feature (not by Triton's version string)
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    HAS_GLUON_HOPPER = True
+except ImportError:  # pragma: no cover - a Triton without Gluon's Hopper module
+    HAS_GLUON_HOPPER = False
+
+LOG2E = math.log2(math.e)
+
+#: the GPU config space. 128-row tiles run two warpgroups (8 warps) of 64 rows, 64-row tiles one; K and V rings of
+#: 2 or 3 slots. Shared memory a program (D = 128, 16-bit): 128 x 128 x 2 slots 164 KB and x 3 slots 229 KB (one
+#: program an SM either way), 64 x 128 x 2 slots 147 KB, 128 x 64 x 3 slots 131 KB, 64 x 64 x 3 slots 115 KB (two
+#: an SM). Built offline for each (docs/experiments/attention_gluon_build.py): no config spills.
+CONFIGS = [
+    dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, STAGES=st)
+    for bm, bn, w, st in [(128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 3), (64, 128, 4, 2), (64, 64, 4, 3)]
+]
+
+
+def _gluon_jit(fn):
+    return gluon.jit(fn) if HAS_GLUON_HOPPER else fn
+
+
+if HAS_GLUON_HOPPER:
+    _constexpr = gl.constexpr
+else:  # pragma: no cover
+    _constexpr = object
+
+
+@_gluon_jit
+def _softmax_block(
+    s,
+    m_i,
+    l_i,
+    qk_scale,
+    offs_m,
+    start_m,
+    n0,
+    seq_len,
+    s_layout: _constexpr,
+    BLOCK_N: _constexpr,
+    CAUSAL: _constexpr,
+):
+    """One key block's online-softmax update from its raw scores ``s``: (p, alpha, m, l), in scaled log2 units."""
+    # masking costs a compare and a select per score, so only the blocks that need it pay: the key tail, and
+    # under CAUSAL the blocks that reach past the program's first query row
+    needs_mask = n0 + BLOCK_N > seq_len
+    if CAUSAL:
+        needs_mask = needs_mask | (n0 + BLOCK_N > start_m + 1)
+    if needs_mask:
+        offs_n = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        visible = gl.expand_dims(offs_n < seq_len, 0)
+        if CAUSAL:
+            visible = visible & (gl.expand_dims(offs_m, 1) >= gl.expand_dims(offs_n, 0))
+        s = gl.where(visible, s, -float("inf"))
+    m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+    alpha = gl.exp2(m_i - m_new)
+    # scale folded into one FMA per score: s * qk_scale - m
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
+    l_new = l_i * alpha + gl.sum(p, axis=1)
+    return p, alpha, m_new, l_new
+
+
+@_gluon_jit
+def _gluon_attention_kernel(
+    q_desc,
+    k_desc,
+    v_desc,
+    o_ptr,
+    qk_scale,
+    seq_len,
+    HEAD_DIM: _constexpr,
+    BLOCK_M: _constexpr,
+    BLOCK_N: _constexpr,
+    STAGES: _constexpr,
+    CAUSAL: _constexpr,
+    RESCALE_ACC: _constexpr,
+    num_warps: _constexpr,
+):
+    dtype: gl.constexpr = q_desc.dtype
+    bh = gl.program_id(0)
+    # heaviest query blocks first under CAUSAL: the last blocks of every head go out in the first wave
+    pid_m = gl.num_programs(1) - 1 - gl.program_id(1) if CAUSAL else gl.program_id(1)
+    start_m = pid_m * BLOCK_M
+
+    # one warpgroup MMA per 64 rows: [num_warps, 1] warps down the rows, the instruction as wide as the tile
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    # P goes to the PV MMA from registers, in the accumulator's own distribution (no shared-memory round trip)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    tile_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_bars.index(i), count=1)
+        mbarrier.init(v_bars.index(i), count=1)
+
+    if CAUSAL:
+        hi = gl.minimum(seq_len, start_m + BLOCK_M)
+    else:
+        hi = seq_len
+    n_blocks = gl.cdiv(hi, BLOCK_N)
+    tile_bytes: gl.constexpr = BLOCK_N * HEAD_DIM * 2
+
+    mbarrier.expect(q_bar, BLOCK_M * HEAD_DIM * 2)
+    tma.async_copy_global_to_shared(q_desc, [bh, start_m, 0], q_bar, q_smem.reshape([1, BLOCK_M, HEAD_DIM]))
+    for i in gl.static_range(STAGES):
+        mbarrier.expect(k_bars.index(i), tile_bytes, pred=i < n_blocks)
+        tma.async_copy_global_to_shared(
+            k_desc,
+            [bh, i * BLOCK_N, 0],
+            k_bars.index(i),
+            k_smem.index(i).reshape([1, BLOCK_N, HEAD_DIM]),
+            pred=i < n_blocks,
+        )
+        mbarrier.expect(v_bars.index(i), tile_bytes, pred=i < n_blocks)
+        tma.async_copy_global_to_shared(
+            v_desc,
+            [bh, i * BLOCK_N, 0],
+            v_bars.index(i),
+            v_smem.index(i).reshape([1, BLOCK_N, HEAD_DIM]),
+            pred=i < n_blocks,
+        )
+
+    offs_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    m_i = gl.full([BLOCK_M], -float("inf"), gl.float32, gl.SliceLayout(1, s_layout))
+    l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+
+    # block 0: its scores alone (nothing to overlap yet)
+    mbarrier.wait(q_bar, 0)
+    mbarrier.wait(k_bars.index(0), 0)
+    s_tok = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    s, _, _ = warpgroup_mma_wait(0, deps=(s_tok, q_smem, k_smem.index(0)))
+    if n_blocks > STAGES:  # the K slot is free once its MMA is done
+        mbarrier.expect(k_bars.index(0), tile_bytes)
+        tma.async_copy_global_to_shared(
+            k_desc, [bh, STAGES * BLOCK_N, 0], k_bars.index(0), k_smem.index(0).reshape([1, BLOCK_N, HEAD_DIM])
+        )
+    p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, qk_scale, offs_m, start_m, 0, seq_len, s_layout, BLOCK_N, CAUSAL)
+    p_prev = gl.convert_layout(p.to(dtype), p_layout)
+
+    for j in range(1, n_blocks):
+        slot = j % STAGES
+        prev = (j - 1) % STAGES
+        mbarrier.wait(k_bars.index(slot), (j // STAGES) & 1)
+        s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
+        acc_tok = warpgroup_mma(p_prev, v_smem.index(prev), acc, is_async=True)
+        # one group left in flight: this block's scores are done, the previous block's PV MMA still runs
+        s, _, _ = warpgroup_mma_wait(1, deps=(s_tok, q_smem, k_smem.index(slot)))
+        if j + STAGES < n_blocks:
+            mbarrier.expect(k_bars.index(slot), tile_bytes)
+            tma.async_copy_global_to_shared(
+                k_desc,
+                [bh, (j + STAGES) * BLOCK_N, 0],
+                k_bars.index(slot),
+                k_smem.index(slot).reshape([1, BLOCK_N, HEAD_DIM]),
+            )
+        p, alpha, m_i, l_i = _softmax_block(
+            s, m_i, l_i, qk_scale, offs_m, start_m, j * BLOCK_N, seq_len, s_layout, BLOCK_N, CAUSAL
+        )
+        p_cur = gl.convert_layout(p.to(dtype), p_layout)
+        acc, _ = warpgroup_mma_wait(0, deps=(acc_tok, v_smem.index(prev)))
+        if j - 1 + STAGES < n_blocks:  # the V slot is free once its PV MMA is done
+            mbarrier.expect(v_bars.index(prev), tile_bytes)
+            tma.async_copy_global_to_shared(
+                v_desc,
+                [bh, (j - 1 + STAGES) * BLOCK_N, 0],
+                v_bars.index(prev),
+                v_smem.index(prev).reshape([1, BLOCK_N, HEAD_DIM]),
+            )
+        if RESCALE_ACC:
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+        p_prev = p_cur
+
+    last = (n_blocks - 1) % STAGES
+    mbarrier.wait(v_bars.index(last), ((n_blocks - 1) // STAGES) & 1)
+    acc_tok = warpgroup_mma(p_prev, v_smem.index(last), acc, is_async=True)
+    acc, _ = warpgroup_mma_wait(0, deps=(acc_tok, v_smem.index(last)))
+
+    mbarrier.invalidate(q_bar)
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(k_bars.index(i))
+        mbarrier.invalidate(v_bars.index(i))
+
+    l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+    out = (acc / gl.expand_dims(l_o, 1)).to(dtype)
+    # 16-byte stores, rows past S dropped (the tile may hang over the head's end)
+    store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    out = gl.convert_layout(out, store_layout)
+    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
+    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, store_layout))
+    offsets = (bh * seq_len + gl.expand_dims(rows, 1)).to(gl.int64) * HEAD_DIM + gl.expand_dims(cols, 0)
+    gl.store(o_ptr + offsets, out, mask=gl.expand_dims(rows < seq_len, 1))
+
+
+def descriptor(t: torch.Tensor, block: int) -> TensorDescriptor:
+    """A [B·H, S, D] TMA descriptor of a contiguous [B, H, S, D] tensor, [1, block, D] boxes."""
+    batch, heads, seq_len, head_dim = t.shape
+    view = t.view(batch * heads, seq_len, head_dim)
+    dtype = gl.float16 if t.dtype == torch.float16 else gl.bfloat16
+    layout = gl.NVMMASharedLayout.get_default_for([1, block, head_dim], dtype)
+    return TensorDescriptor.from_tensor(view, [1, block, head_dim], layout)
+
+
+def launch(q, k, v, out, config, *, causal: bool, log2e: float = LOG2E, rescale_acc: bool = True, k_source=None):
+    """The closure that runs the kernel on contiguous [B, H, S, D] fp16/bf16 Q, K, V into ``out``. Descriptors are
+    built here, once (they hold the tensors' addresses), so the timed call launches and nothing else.
+    ``k_source`` (negative controls only) builds K's descriptor over another tensor."""
+    batch, heads, seq_len, head_dim = q.shape
+    block_m, block_n = int(config["BLOCK_M"]), int(config["BLOCK_N"])
+    q_desc = descriptor(q, block_m)
+    k_desc = descriptor(k if k_source is None else k_source, block_n)
+    v_desc = descriptor(v, block_n)
+    grid = (batch * heads, math.ceil(seq_len / block_m))
+    qk_scale = log2e / math.sqrt(head_dim)
+    params = dict(
+        HEAD_DIM=head_dim,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        STAGES=int(config["STAGES"]),
+        CAUSAL=causal,
+        RESCALE_ACC=rescale_acc,
+        num_warps=int(config["num_warps"]),
+    )
+
+    def run() -> torch.Tensor:
+        _gluon_attention_kernel[grid](q_desc, k_desc, v_desc, out, qk_scale, seq_len, **params)
+        return out
+
+    return run
