@@ -129,8 +129,12 @@ def test_ignoring_the_causal_mask_is_rejected():
 
 @pytest.mark.parametrize("shp", SPEC.shape_sets["cpu"], ids=lambda s: s.id)
 def test_negative_controls_fail_numerically(shp):
-    # tests/test_kernels.py counts a crash as a rejection; here each control must run and be wrong.
+    # tests/test_kernels.py counts a crash as a rejection; here each control must run and be wrong. gluon_flash's
+    # controls need a Hopper GPU (they sit out beside gluon_flash here: tests/test_attention_gluon.py)
     for control in SPEC.negative_controls:
+        if control.name.startswith("gluon_"):
+            assert "interpreter" in control.unsupported_reason(shp, torch.float16)
+            continue
         record = gate(control.name, shp, torch.float16, config={})
         assert record["status"] == "fail", f"{control.name}: {record['status']} {record.get('failure')}"
 
