@@ -59,6 +59,11 @@ CONFIGS = [
         (128, 64, 8, 2),
         (64, 64, 4, 2),
     ]
+] + [
+    # the warp-specialised kernel: a one-warp producer and two consumer warpgroups of 64 rows (num_warps is the
+    # default partition's: one consumer); 128 x 128 with 3 slots needs 246 KB, past the 227 KB a block may have
+    dict(BLOCK_M=128, BLOCK_N=bn, num_warps=4, STAGES=st, WARP_SPECIALIZE=1)
+    for bn, st in [(128, 2), (64, 2), (64, 3)]
 ]
 
 
@@ -254,6 +259,269 @@ def _gluon_attention_kernel(
     gl.store(o_ptr + offsets, out, mask=gl.expand_dims(rows < seq_len, 1))
 
 
+@_gluon_jit
+def _ws_producer(
+    q_desc,
+    k_desc,
+    v_desc,
+    q_smem,
+    k_smem,
+    v_smem,
+    q_bar,
+    k_full,
+    v_full,
+    k_empty,
+    v_empty,
+    bh,
+    start_m,
+    n_blocks,
+    BLOCK_M: _constexpr,
+    BLOCK_N: _constexpr,
+    HEAD_DIM: _constexpr,
+    STAGES: _constexpr,
+):
+    """The load partition (one warp): Q once, then K_j and V_j into slot j % STAGES as soon as both consumers have
+    released the slot (its ``empty`` barrier, two arrivals); each tile's arrival completes its ``full`` barrier."""
+    half: gl.constexpr = BLOCK_M // 2
+    mbarrier.expect(q_bar, BLOCK_M * HEAD_DIM * 2)
+    tma.async_copy_global_to_shared(q_desc, [bh, start_m, 0], q_bar, q_smem.index(0).reshape([1, half, HEAD_DIM]))
+    tma.async_copy_global_to_shared(
+        q_desc, [bh, start_m + half, 0], q_bar, q_smem.index(1).reshape([1, half, HEAD_DIM])
+    )
+    tile_bytes: gl.constexpr = BLOCK_N * HEAD_DIM * 2
+    for j in range(n_blocks):
+        slot = j % STAGES
+        # a fresh mbarrier counts as having completed the phase before phase 0: the first pass does not wait
+        empty_phase = ((j // STAGES) & 1) ^ 1
+        mbarrier.wait(k_empty.index(slot), empty_phase)
+        mbarrier.expect(k_full.index(slot), tile_bytes)
+        tma.async_copy_global_to_shared(
+            k_desc, [bh, j * BLOCK_N, 0], k_full.index(slot), k_smem.index(slot).reshape([1, BLOCK_N, HEAD_DIM])
+        )
+        mbarrier.wait(v_empty.index(slot), empty_phase)
+        mbarrier.expect(v_full.index(slot), tile_bytes)
+        tma.async_copy_global_to_shared(
+            v_desc, [bh, j * BLOCK_N, 0], v_full.index(slot), v_smem.index(slot).reshape([1, BLOCK_N, HEAD_DIM])
+        )
+
+
+@_gluon_jit
+def _ws_consumer(
+    q_smem,
+    k_smem,
+    v_smem,
+    q_bar,
+    k_full,
+    v_full,
+    k_empty,
+    v_empty,
+    o_ptr,
+    qk_scale,
+    seq_len,
+    bh,
+    start_m,
+    n_blocks,
+    WG: _constexpr,
+    BLOCK_M: _constexpr,
+    BLOCK_N: _constexpr,
+    HEAD_DIM: _constexpr,
+    STAGES: _constexpr,
+    CAUSAL: _constexpr,
+    RESCALE_ACC: _constexpr,
+):
+    """One consumer warpgroup: 64 query rows (half ``WG`` of the tile) through every key block the producer loads,
+    in the order of the unspecialised kernel (block j's softmax beside block j-1's PV MMA), releasing each K and V
+    slot as soon as its MMA is waited for."""
+    half: gl.constexpr = BLOCK_M // 2
+    dtype: gl.constexpr = q_smem.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row0 = start_m + WG * half
+    q = q_smem.index(WG)
+    offs_m = row0 + gl.arange(0, half, layout=gl.SliceLayout(1, s_layout))
+    s_zero = gl.zeros([half, BLOCK_N], gl.float32, s_layout)
+    m_i = gl.full([half], -float("inf"), gl.float32, gl.SliceLayout(1, s_layout))
+    l_i = gl.zeros([half], gl.float32, gl.SliceLayout(1, s_layout))
+    acc = gl.zeros([half, HEAD_DIM], gl.float32, o_layout)
+
+    mbarrier.wait(q_bar, 0)
+    mbarrier.wait(k_full.index(0), 0)
+    s_tok = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    s, _, _ = warpgroup_mma_wait(0, deps=(s_tok, q, k_smem.index(0)))
+    mbarrier.arrive(k_empty.index(0), count=1)
+    p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, qk_scale, offs_m, row0, 0, seq_len, s_layout, BLOCK_N, CAUSAL)
+    p_prev = gl.convert_layout(p.to(dtype), p_layout)
+
+    for j in range(1, n_blocks):
+        slot = j % STAGES
+        prev = (j - 1) % STAGES
+        mbarrier.wait(k_full.index(slot), (j // STAGES) & 1)
+        s_tok = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        mbarrier.wait(v_full.index(prev), ((j - 1) // STAGES) & 1)
+        acc_tok = warpgroup_mma(p_prev, v_smem.index(prev), acc, is_async=True)
+        s, _, _ = warpgroup_mma_wait(1, deps=(s_tok, q, k_smem.index(slot)))
+        mbarrier.arrive(k_empty.index(slot), count=1)
+        p, alpha, m_i, l_i = _softmax_block(
+            s, m_i, l_i, qk_scale, offs_m, row0, j * BLOCK_N, seq_len, s_layout, BLOCK_N, CAUSAL
+        )
+        p_cur = gl.convert_layout(p.to(dtype), p_layout)
+        acc, _ = warpgroup_mma_wait(0, deps=(acc_tok, v_smem.index(prev)))
+        mbarrier.arrive(v_empty.index(prev), count=1)
+        if RESCALE_ACC:
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+        p_prev = p_cur
+
+    last = (n_blocks - 1) % STAGES
+    mbarrier.wait(v_full.index(last), ((n_blocks - 1) // STAGES) & 1)
+    acc_tok = warpgroup_mma(p_prev, v_smem.index(last), acc, is_async=True)
+    acc, _ = warpgroup_mma_wait(0, deps=(acc_tok, v_smem.index(last)))
+    mbarrier.arrive(v_empty.index(last), count=1)
+
+    l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+    out = (acc / gl.expand_dims(l_o, 1)).to(dtype)
+    store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    out = gl.convert_layout(out, store_layout)
+    rows = row0 + gl.arange(0, half, layout=gl.SliceLayout(1, store_layout))
+    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, store_layout))
+    offsets = (bh * seq_len + gl.expand_dims(rows, 1)).to(gl.int64) * HEAD_DIM + gl.expand_dims(cols, 0)
+    gl.store(o_ptr + offsets, out, mask=gl.expand_dims(rows < seq_len, 1))
+
+
+@_gluon_jit
+def _gluon_attention_ws_kernel(
+    q_desc,
+    k_desc,
+    v_desc,
+    o_ptr,
+    qk_scale,
+    seq_len,
+    HEAD_DIM: _constexpr,
+    BLOCK_M: _constexpr,
+    BLOCK_N: _constexpr,
+    STAGES: _constexpr,
+    CAUSAL: _constexpr,
+    RESCALE_ACC: _constexpr,
+    CONSUMER_REGS: _constexpr,
+    num_warps: _constexpr,
+):
+    """FlashAttention-3's partitions: a one-warp TMA producer and two consumer warpgroups of 64 query rows each
+    (the default partition and a worker), which share the K and V slots; no CTA-wide barrier in the key loop, so
+    the two warpgroups' MMAs and softmaxes interleave freely (no explicit ping-pong)."""
+    gl.static_assert(num_warps == 4, "the default partition is one consumer warpgroup")
+    bh = gl.program_id(1)
+    pid_m = gl.num_programs(0) - 1 - gl.program_id(0) if CAUSAL else gl.program_id(0)
+    start_m = pid_m * BLOCK_M
+    dtype: gl.constexpr = q_desc.dtype
+    half: gl.constexpr = BLOCK_M // 2
+    tile_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([half, HEAD_DIM], dtype)
+    q_smem = gl.allocate_shared_memory(dtype, [2, half, HEAD_DIM], q_layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_full.index(i), count=1)
+        mbarrier.init(v_full.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)  # one arrival from each consumer warpgroup
+        mbarrier.init(v_empty.index(i), count=2)
+    if CAUSAL:
+        hi = gl.minimum(seq_len, start_m + BLOCK_M)
+    else:
+        hi = seq_len
+    n_blocks = gl.cdiv(hi, BLOCK_N)
+    gl.warp_specialize(
+        [
+            (
+                _ws_consumer,
+                (
+                    q_smem,
+                    k_smem,
+                    v_smem,
+                    q_bar,
+                    k_full,
+                    v_full,
+                    k_empty,
+                    v_empty,
+                    o_ptr,
+                    qk_scale,
+                    seq_len,
+                    bh,
+                    start_m,
+                    n_blocks,
+                    0,
+                    BLOCK_M,
+                    BLOCK_N,
+                    HEAD_DIM,
+                    STAGES,
+                    CAUSAL,
+                    RESCALE_ACC,
+                ),
+            ),
+            (
+                _ws_consumer,
+                (
+                    q_smem,
+                    k_smem,
+                    v_smem,
+                    q_bar,
+                    k_full,
+                    v_full,
+                    k_empty,
+                    v_empty,
+                    o_ptr,
+                    qk_scale,
+                    seq_len,
+                    bh,
+                    start_m,
+                    n_blocks,
+                    1,
+                    BLOCK_M,
+                    BLOCK_N,
+                    HEAD_DIM,
+                    STAGES,
+                    CAUSAL,
+                    RESCALE_ACC,
+                ),
+            ),
+            (
+                _ws_producer,
+                (
+                    q_desc,
+                    k_desc,
+                    v_desc,
+                    q_smem,
+                    k_smem,
+                    v_smem,
+                    q_bar,
+                    k_full,
+                    v_full,
+                    k_empty,
+                    v_empty,
+                    bh,
+                    start_m,
+                    n_blocks,
+                    BLOCK_M,
+                    BLOCK_N,
+                    HEAD_DIM,
+                    STAGES,
+                ),
+            ),
+        ],
+        [4, 1],
+        [CONSUMER_REGS, 24],
+    )
+
+
 def descriptor(t: torch.Tensor, block: int) -> TensorDescriptor:
     """A [B·H, S, D] TMA descriptor of a contiguous [B, H, S, D] tensor, [1, block, D] boxes."""
     batch, heads, seq_len, head_dim = t.shape
@@ -269,7 +537,8 @@ def launch(q, k, v, out, config, *, causal: bool, log2e: float = LOG2E, rescale_
     ``k_source`` (negative controls only) builds K's descriptor over another tensor."""
     batch, heads, seq_len, head_dim = q.shape
     block_m, block_n = int(config["BLOCK_M"]), int(config["BLOCK_N"])
-    q_desc = descriptor(q, block_m)
+    warp_specialize = bool(config.get("WARP_SPECIALIZE", 0))
+    q_desc = descriptor(q, block_m // 2 if warp_specialize else block_m)
     k_desc = descriptor(k if k_source is None else k_source, block_n)
     v_desc = descriptor(v, block_n)
     grid = (math.ceil(seq_len / block_m), batch * heads)
@@ -284,8 +553,15 @@ def launch(q, k, v, out, config, *, causal: bool, log2e: float = LOG2E, rescale_
         num_warps=int(config["num_warps"]),
     )
 
+    kernel = _gluon_attention_kernel
+    if warp_specialize:
+        # 12 warps (the producer's warp rounds up to a warpgroup) x 168 registers fill the register file; the
+        # producer gives back all but 24 and each consumer warpgroup takes CONSUMER_REGS (FA3: 240)
+        kernel = _gluon_attention_ws_kernel
+        params.update(num_warps=4, CONSUMER_REGS=int(config.get("CONSUMER_REGS", 240)), maxnreg=168)
+
     def run() -> torch.Tensor:
-        _gluon_attention_kernel[grid](q_desc, k_desc, v_desc, out, qk_scale, seq_len, **params)
+        kernel[grid](q_desc, k_desc, v_desc, out, qk_scale, seq_len, **params)
         return out
 
     return run

@@ -643,6 +643,8 @@ def _gluon_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None
     if block_m > span or block_n > span:
         return f"{block_m}x{block_n} tile for S={shape['S']}: more than half of it would be padding"
     smem = (block_m + 2 * config["STAGES"] * block_n) * head_dim * element_size(dtype)
+    if config.get("WARP_SPECIALIZE"):
+        smem += block_m // 2 * head_dim * element_size(dtype)  # the consumers' epilogue staging (offline builds)
     if smem > limits["max_shared_mem_per_block"]:
         budget = limits["max_shared_mem_per_block"]
         return f"shared memory {smem} B (Q tile + {config['STAGES']} K and V slots) exceeds {budget} B"

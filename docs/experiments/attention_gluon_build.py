@@ -5,7 +5,8 @@ registers and spills a thread (ptxas), the shared memory a program, and how many
 The count follows the PTX in program order: a ``wgmma.commit_group`` puts a group in flight, and a
 ``wgmma.wait_group N`` ends the flight only for ``N = 0`` (``N = 1`` leaves the last group running, which is
 the point of the kernel: the PV MMA of the previous key block runs while this block's softmax does). Built the
-same way, ``triton_flash`` has 0 of 68 (``results/attention_subtiles-*.txt``).
+same way, ``triton_flash`` has 0 of 68 (``results/attention_subtiles-*.txt``). In the warp-specialised kernel the
+partitions' blocks are not laid out in program order, so there the line counts the consumers' ``wait_group 1``.
 
     cd docs/experiments && python attention_gluon_build.py > results/attention_gluon_build-<triton>.txt
 
@@ -88,10 +89,10 @@ def mma_overlap(ptx: str) -> tuple[int, int]:
     return overlapped, total
 
 
-def build(block_m, block_n, warps, stages, causal, dtype="bfloat16", head_dim=128):
-    """(compiled kernel, ptx, registers, spill-store bytes)."""
+def build(block_m, block_n, warps, stages, causal, dtype="bfloat16", head_dim=128, ws=False, consumer_regs=240):
+    """(compiled kernel, ptx, registers, spill-store bytes); ``ws``: the warp-specialised kernel."""
     sig = {
-        "q_desc": descriptor_type(dtype, block_m, head_dim),
+        "q_desc": descriptor_type(dtype, block_m // 2 if ws else block_m, head_dim),
         "k_desc": descriptor_type(dtype, block_n, head_dim),
         "v_desc": descriptor_type(dtype, block_n, head_dim),
         "o_ptr": "*fp16" if dtype == "float16" else "*bf16",
@@ -107,13 +108,16 @@ def build(block_m, block_n, warps, stages, causal, dtype="bfloat16", head_dim=12
         RESCALE_ACC=True,
         num_warps=warps,
     )
+    options = {"num_warps": warps}
+    if ws:
+        const |= dict(num_warps=4, CONSUMER_REGS=consumer_regs)
+        options = {"num_warps": 4, "maxnreg": 168}
     sig |= {name: "constexpr" for name in const}
+    fn = ag._gluon_attention_ws_kernel if ws else ag._gluon_attention_kernel
     kernel = triton.compile(
-        GluonASTSource(
-            fn=ag._gluon_attention_kernel, signature=sig, constexprs=const, attrs={(3,): [["tt.divisibility", 16]]}
-        ),
+        GluonASTSource(fn=fn, signature=sig, constexprs=const, attrs={(3,): [["tt.divisibility", 16]]}),
         target=GPUTarget("cuda", 90, 32),
-        options={"num_warps": warps},
+        options=options,
     )
     ptx = kernel.asm["ptx"]
     with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
@@ -130,15 +134,19 @@ if __name__ == "__main__":
     print("config (BLOCK_M x BLOCK_N, warps, stages)  causal  dtype  registers  spill-B  smem-B  ex2-beside-MMA")
     for config in ag.CONFIGS:
         block_m, block_n, warps, stages = (config[k] for k in ("BLOCK_M", "BLOCK_N", "num_warps", "STAGES"))
+        ws = bool(config.get("WARP_SPECIALIZE"))
         for causal in (False, True):
             for dtype in ("float16", "bfloat16"):
                 try:
-                    kernel, ptx, regs, spills = build(block_m, block_n, warps, stages, causal, dtype)
+                    kernel, ptx, regs, spills = build(block_m, block_n, warps, stages, causal, dtype, ws=ws)
                 except Exception as exc:  # noqa: BLE001 - a failed build is a result here
                     print(f"{block_m} x {block_n}, {warps}, {stages}  {causal}  {dtype}  FAILED: {str(exc)[-200:]}")
                     continue
                 over, total = mma_overlap(ptx)
+                beside = f"{over} of {total}"
+                if ws:  # the partitions' blocks are not laid out in program order: count the waits instead
+                    beside = f"{ptx.count('wgmma.wait_group.sync.aligned 1;')} consumers wait for 1 of 2 groups"
                 print(
-                    f"{block_m} x {block_n}, {warps}, {stages}  {causal!s:6}  {dtype:9}  {','.join(regs):9}  "
-                    f"{','.join(spills):7}  {kernel.metadata.shared:6}  {over} of {total}"
+                    f"{block_m} x {block_n}, {warps}{' WS' if ws else ''}, {stages}  {causal!s:6}  {dtype:9}  "
+                    f"{','.join(regs):9}  {','.join(spills):7}  {kernel.metadata.shared:6}  {beside}"
                 )

@@ -4,7 +4,7 @@ process under a time limit, so a kernel that hangs (an mbarrier phase wrong) cos
 of stalling the pipeline's gate. Not a correctness gate: the pipeline's is (fp64, three seeds, poisoned outputs,
 negative controls); this only decides whether that run is worth starting.
 
-    python docs/experiments/gluon_smoke.py            # one line per config and case, exit 1 on any failure
+    python docs/experiments/gluon_smoke.py [--warp-specialized]   # one line per config and case; exit 1 on a failure
 """
 
 import json
@@ -42,8 +42,11 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     from kernels import _attention_gluon as ag
 
+    only_ws = "--warp-specialized" in sys.argv
     failed = 0
     for config in ag.CONFIGS:
+        if only_ws and not config.get("WARP_SPECIALIZE"):
+            continue
         try:
             done = subprocess.run(
                 [sys.executable, "-c", ONE, json.dumps(config), str(ROOT), json.dumps(SHAPES)],
