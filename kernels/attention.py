@@ -629,12 +629,17 @@ def _gluon_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
     return [dict(c) for c in gluon_flash.CONFIGS]
 
 
+#: gluon_flash's defaults (indices into its CONFIGS): FA3's forward on Hopper, a producer warp and two consumer
+#: warpgroups on a 128 x 128 tile with two K/V slots, the fastest config of every D = 128 sweep at S >= 4096 (H100
+#: run of 4f1b84f, docs/kernel-notes.md "Session 22"); under one wave of 128-row programs, 64 x 64 tiles on one
+#: warpgroup (the fastest at S = 128 in that run)
+GLUON_DEFAULT, GLUON_DEFAULT_SHORT = 7, 6
+
+
 def _gluon_default(shape: Shape, dtype: torch.dtype) -> dict:
-    # FA3's forward tile at D = 128 on Hopper: 128 query rows on two warpgroups, 128-key blocks, two slots a
-    # ring; under one wave of 128-row programs, 64-row programs on one warpgroup
     if not _fills_the_sms(shape, 128, runtime.device_limits()):
-        return dict(gluon_flash.CONFIGS[3])
-    return dict(gluon_flash.CONFIGS[0])
+        return dict(gluon_flash.CONFIGS[GLUON_DEFAULT_SHORT])
+    return dict(gluon_flash.CONFIGS[GLUON_DEFAULT])
 
 
 def _gluon_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
@@ -681,10 +686,15 @@ def _prepare_gluon(
 
 
 def _prepare_gluon_no_rescale(inputs: Inputs, out: torch.Tensor, config):
-    """Negative control of gluon_flash: the accumulator is not rescaled when the running max grows. On 64-key blocks
-    whatever the default: with one key block a row (S = 128 at 128-key blocks) there is nothing to rescale, and the
-    control was accepted there (H100 run of 1c68bf4)."""
+    """Negative control of gluon_flash's single-partition kernel: the accumulator is not rescaled when the running
+    max grows. On 64-key blocks whatever the default: with one key block a row (S = 128 at 128-key blocks) there is
+    nothing to rescale, and the control was accepted there (H100 run of 1c68bf4)."""
     return _prepare_gluon(inputs, out, config or dict(gluon_flash.CONFIGS[4]), rescale_acc=False)
+
+
+def _prepare_gluon_ws_no_rescale(inputs: Inputs, out: torch.Tensor, config):
+    """The same control for the warp-specialised kernel (128 x 64 tiles: two key blocks even at S = 128)."""
+    return _prepare_gluon(inputs, out, config or dict(gluon_flash.CONFIGS[8]), rescale_acc=False)
 
 
 def _prepare_gluon_other_head_k(inputs: Inputs, out: torch.Tensor, config):
@@ -1010,6 +1020,17 @@ KERNEL = KernelSpec(
             "triton",
             _prepare_gluon_no_rescale,
             description="gluon_flash that forgets to rescale the accumulator when the max grows",
+            configs=_gluon_configs,
+            default_config=_gluon_default,
+            supports=_gluon_supports,
+            rejected_for="elements outside atol",
+        ),
+        Implementation(
+            "gluon_ws_no_rescale",
+            "triton",
+            _prepare_gluon_ws_no_rescale,
+            description="gluon_flash's warp-specialised kernel that forgets to rescale the accumulator when the max "
+            "grows",
             configs=_gluon_configs,
             default_config=_gluon_default,
             supports=_gluon_supports,
