@@ -33,7 +33,7 @@ import pandas as pd
 from kernelscope import claims, records, results, rundata, wording
 from kernelscope.document import bullets, render, table, text
 from kernelscope.fingerprint import fingerprint
-from kernelscope.verdicts import RESOLVED, Reason, Verdict
+from kernelscope.verdicts import RESOLVED, Reason, Verdict, reproduced
 
 #: environment fields that must be equal for two runs' numbers to be ranked against each other
 SOFTWARE = ("backend", "torch", "triton", "cuda_runtime", "driver")
@@ -298,7 +298,12 @@ def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[
     la, lb = a["specs"]["device"], b["specs"]["device"]
     supports, refuses = [], []
     changed = rows[rows["verdict"].isin(RESOLVED)] if not rows.empty else rows
-    same = rows[rows["verdict"] == Verdict.UNRESOLVED] if not rows.empty else rows
+    if rows.empty:
+        same = unjudged = rows
+    else:
+        agreed = [reproduced(v, r) for v, r in zip(rows["verdict"], rows["reason"], strict=True)]
+        same = rows[agreed]
+        unjudged = rows[(rows["verdict"] == Verdict.UNRESOLVED) & ~pd.Series(agreed, index=rows.index)]
     for _, r in changed.iterrows():
         # a changed module changes its Triton variants; its torch baselines call the same library code
         subject = f"{lb}'s code" if r["kernel_source"] == "changed" and r["kind"] == "triton" else lb
@@ -306,13 +311,25 @@ def _statements(kind: str, rows: pd.DataFrame, a: Mapping[str, Any], b: Mapping[
             f"{r['kernel']} {r['shape']} {r['dtype']} {r['implementation']}: {subject} is {r['verdict']} "
             f"than {la}: {r['b_us']:.3f} µs vs {r['a_us']:.3f} µs ({r['why']})."
         )
+    # timed in both runs and not one record carried into both: unsupported or untimed pairs are no test
+    measured = rows[~rows["reason"].isin([Reason.SAME_MEASUREMENT, Reason.NO_TIMING_IN_RUN])] if len(rows) else rows
     if kind == RERUN and len(same):
-        # timed in both runs and not one record carried into both: unsupported or untimed pairs are no test
-        measured = rows[~rows["reason"].isin([Reason.SAME_MEASUREMENT, Reason.NO_TIMING_IN_RUN])]
         supports.append(
             f"{len(same)} of {len(measured)} implementation × case pairs timed in both runs "
             f"({len(same) / len(measured):.1%}) reproduced: no difference resolved between the two runs "
             "(within the floor: either run's A/A floor or the run-to-run floor, or not significant)."
+        )
+    if kind == RERUN and len(unjudged):
+        # a difference that passed both tests where no calibrated floor says whether it exceeds run-to-run noise,
+        # or too few samples: neither reproduced nor differed
+        refuses.append(
+            f"Whether {len(unjudged)} of {len(measured)} implementation × case pairs reproduced: they could not "
+            "be judged ("
+            + "; ".join(
+                f"{r['kernel']} {r['shape']} {r['dtype']} {r['implementation']}: {r['why']}"
+                for _, r in unjudged.iterrows()
+            )
+            + ")."
         )
     # the commits that timed the cases (a resumed run can hold several), not only the environment job's
     commits = [sorted(rundata.case_commits(dict(d))) for d in (a, b)]

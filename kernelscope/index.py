@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import claims
+from kernelscope import claims, verdicts
 from kernelscope.document import render, table, text
 
 
@@ -55,7 +55,8 @@ def _comparison_row(path: Path, root: Path) -> dict[str, Any]:
 
 def reproduced(comparison_csv: Path) -> list[dict[str, Any]]:
     """Per kernel of one comparison: of the timings measured in both runs (verdict other than not comparable),
-    how many had no difference resolved. Computed here, where the run and its comparison are both present: a
+    how many reproduced: no difference resolved because the test found none (``verdicts.reproduced``), not
+    because the pair could not be judged. Computed here, where the run and its comparison are both present: a
     run's own report is written before any comparison of it exists. A comparison that refused the pair (a
     ``comparison.csv`` with its header only, or none) has no rows."""
     if not comparison_csv.is_file() or comparison_csv.stat().st_size <= 1:
@@ -66,7 +67,8 @@ def reproduced(comparison_csv: Path) -> list[dict[str, Any]]:
     out = []
     for kernel, grp in rows.groupby("kernel", sort=True):
         measured = grp[grp["verdict"] != claims.NOT_COMPARABLE]
-        same = int((measured["verdict"] == claims.UNRESOLVED).sum())
+        # agreed by the test (below the floor or not significant), not by default where a pair could not be judged
+        same = sum(verdicts.reproduced(v, r) for v, r in zip(measured["verdict"], measured["reason"], strict=True))
         out.append({"kernel": kernel, "reproduced": f"{same}/{len(measured)}" if len(measured) else "–"})
     return out
 

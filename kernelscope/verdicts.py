@@ -52,6 +52,17 @@ class Reason(StrEnum):
     CODE_CONFOUNDED = "code_confounded"  # sha_a, sha_b: cross-GPU and the kernel code changed
 
 
+#: the reasons of an unresolved comparison that are evidence of a reproduction: the difference was tested and fell
+#: inside the floor or was not significant. Any other unresolved reason (no calibrated floor for a difference that
+#: passed both tests, too few samples, ...) means the pair could not be judged, which is not a reproduction.
+REPRODUCED_REASONS = frozenset({"below_floor", "not_significant"})
+
+
+def reproduced(verdict: str, reason: str) -> bool:
+    """Whether a comparison row (verdict, reason) says the two runs agreed, by the test rather than by default."""
+    return verdict == Verdict.UNRESOLVED and reason in REPRODUCED_REASONS
+
+
 class Gate(StrEnum):
     """Why an implementation has no gate pass for a case."""
 

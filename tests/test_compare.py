@@ -449,3 +449,25 @@ def test_the_claims_table_carries_codes_that_agree_with_its_words(h200):
     assert not df["why"][~graph].str.contains(claims.GRAPH_BASIS_REASON, regex=False).any()
     assert not df["note"].str.contains(claims.GRAPH_BASIS_REASON, regex=False).any()
     assert df.loc[graph, "why_noted"].str.contains("; by graph replay¹", regex=False).all()
+
+
+def test_a_pair_no_calibrated_floor_can_judge_is_not_counted_as_reproduced(tmp_path):
+    """Two H100 runs of c148df8 in separate processes on one host (published with their raw results): where a
+    difference passed both tests but no rerun calibration of this card gives the floor to judge it by, the pair
+    could not be judged. It was counted as reproduced until session 22; now it is listed apart, and the count of
+    reproduced pairs holds only those the test found inside the floor or not significant."""
+    runs = {}
+    for name, label in (("nvidia-h100-gluon-c148df8", "gluon4"), ("nvidia-h100-gluon-c148df8-rerun", "gluon5")):
+        with tarfile.open(ROOT / "reports" / name / "raw-results.tar.gz") as tar:
+            tar.extractall(tmp_path, filter="data")
+        runs[label] = rundata.collect(tmp_path / "results" / label)
+    a, b = runs["gluon4"], runs["gluon5"]
+    assert compare.comparability(a, b)["kind"] == compare.RERUN
+    rows = compare.compare_cases(a, b)
+    unjudged = rows[rows["reason"] == Reason.NO_RERUN_CALIBRATION]
+    agreed = rows[rows["reason"].isin([Reason.BELOW_FLOOR, Reason.NOT_SIGNIFICANT])]
+    assert len(unjudged) and len(agreed) and (unjudged["verdict"] == claims.UNRESOLVED).all()
+    measured = len(rows) - int(rows["reason"].isin([Reason.SAME_MEASUREMENT, Reason.NO_TIMING_IN_RUN]).sum())
+    text = json.dumps(compare.document(a, b, compare.comparability(a, b), rows), ensure_ascii=False)
+    assert f"{len(agreed)} of {measured} implementation × case pairs timed in both runs" in text
+    assert f"Whether {len(unjudged)} of {measured} implementation × case pairs reproduced" in text

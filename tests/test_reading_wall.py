@@ -281,15 +281,20 @@ def test_the_index_computes_reproduced_from_the_comparison_beside_the_run(tmp_pa
     from kernelscope import claims
 
     csv = tmp_path / "comparison.csv"
-    verdicts = [("softmax", claims.UNRESOLVED)] * 3 + [
-        ("softmax", claims.FASTER),
-        ("softmax", claims.NOT_COMPARABLE),
-        ("matmul", claims.NOT_COMPARABLE),
+    verdicts = [
+        ("softmax", claims.UNRESOLVED, "below_floor"),
+        ("softmax", claims.UNRESOLVED, "below_floor"),
+        ("softmax", claims.UNRESOLVED, "not_significant"),
+        # a significant difference above the floor with no calibrated rerun floor to judge it by: not agreement
+        ("softmax", claims.UNRESOLVED, "no_rerun_calibration"),
+        ("softmax", claims.FASTER, "above_floor"),
+        ("softmax", claims.NOT_COMPARABLE, "no_timing_in_run"),
+        ("matmul", claims.NOT_COMPARABLE, "gate_not_both"),
     ]
-    pd.DataFrame(verdicts, columns=["kernel", "verdict"]).to_csv(csv, index=False)
+    pd.DataFrame(verdicts, columns=["kernel", "verdict", "reason"]).to_csv(csv, index=False)
     assert index.reproduced(csv) == [
         {"kernel": "matmul", "reproduced": "–"},
-        {"kernel": "softmax", "reproduced": "3/4"},
+        {"kernel": "softmax", "reproduced": "3/5"},
     ]
     csv.write_text("\n")  # a refused comparison: its header only
     assert index.reproduced(csv) == []
