@@ -26,6 +26,14 @@ Variants:
   emulates descriptors (bounds, strides, zero fill) and ignores ``warp_specialize``, so the CPU tests run
   this same descriptor code, not a pointer stand-in. A separate variant rather than configs of
   ``triton_flash``, so the report times the two side by side and the gate checks both at their defaults.
+* ``gluon_flash`` — the same algorithm in Gluon, Triton's lower-level language (``kernels/_attention_gluon.py``),
+  for Hopper only: what ``triton.language`` cannot express on this stack (docs/kernel-notes.md, session 21).
+  FlashAttention-3's order, asynchronous warpgroup MMAs waited for by hand so that each key block's softmax
+  runs while the previous block's PV MMA does, and at its default FA3's partitions: a one-warp TMA producer
+  and two consumer warpgroups of 64 query rows sharing K/V slots through mbarriers. GPU only (compute
+  capability 9.x, fp16/bf16, D 64 or 128, contiguous [B, H, S, D]); Gluon does not run on the interpreter, so
+  on the CPU the tests build it offline for sm_90a (tests/test_attention_gluon.py) and its controls sit out
+  beside it.
 
 What the seed's listing gets wrong (so this kernel does not follow it): it divides ``P`` by the
 block sum *and* the accumulator by the running sum (double normalisation), starts ``l`` at 1e-6,
@@ -972,7 +980,8 @@ KERNEL = KernelSpec(
             dtypes=("float16", "bfloat16"),
             shapes={"D": (128, 128), "S": (4096, None)},
             reason="issue 24: the same goal as triton_flash's, for the design triton.language cannot express "
-            "on this stack (session 21, docs/kernel-notes.md): FA3's softmax beside the PV MMA",
+            "on this stack (session 21, docs/kernel-notes.md): FA3's softmax beside the PV MMA and its "
+            "producer/consumer partitions (met on two H100 hosts in session 22: 1.00-1.07x)",
         ),
     ],
     negative_controls=[
