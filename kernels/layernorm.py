@@ -25,6 +25,13 @@ Variants:
   shifted to its body columns into a small workspace, which every row then reads 16 bytes at a time, so the
   registers hold the row alone.
 
+* ``gluon_smem`` — Hopper only, in Gluon (``kernels/_rows_gluon.py``, shared with softmax): a persistent program
+  holds a whole row in shared memory, filled by TMA slot by slot; the mean from an elementwise sum as the slots
+  land, the variance from the squared deviations re-read from shared memory (two passes, one reduction each),
+  then the affine step slot by slot while each slot's refill with the next row is in flight. x is read from HBM
+  once. Rows up to 192 KB, contiguous, N a multiple of 256 and at least 8192; GPU only (the tests build it
+  offline).
+
 Invariants: ``xhat = (y - bias) / weight`` (weight is drawn in [0.5, 1.5], so the division is well
 conditioned) must have, per row, mean 0 and variance var / (var + eps).
 """
@@ -38,6 +45,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from kernels import _rows_gluon as gluon_smem
 from kernelscope.baselines import compiled
 from kernelscope.heuristics import (
     ALIGN_BYTES,
@@ -982,6 +990,78 @@ def _torch_compile(inputs: Inputs, out, config):
     return compiled(_layer_norm, inputs["x"], inputs["weight"], inputs["bias"])
 
 
+#: narrower rows move too little for one persistent program a row (triton_row holds them in registers)
+GLUON_SMEM_MIN_N = 8192
+
+
+def _gluon_feature_reason() -> str | None:
+    """Why gluon_smem cannot run on this Triton and device, or None (by feature, not version)."""
+    if not gluon_smem.HAS_GLUON_HOPPER:
+        return "this Triton has no triton.experimental.gluon Hopper module (tma, mbarrier)"
+    limits = device_limits()
+    if limits["interpreter"]:
+        return "Gluon kernels do not run on Triton's interpreter (on the CPU the tests build gluon_smem offline)"
+    if tuple(limits["capability"])[0] != 9:
+        return f"built and checked for sm_90 (TMA from Gluon's Hopper module); the device has {limits['capability']}"
+    return None
+
+
+def _gluon_supports(shape: Shape, dtype: torch.dtype) -> str | None:
+    if shape.params.get("stride", shape["N"]) != shape["N"]:
+        return "strided rows: the TMA view is of a contiguous [M, N] tensor"
+    if shape["N"] < GLUON_SMEM_MIN_N:
+        return f"N = {shape['N']} < {GLUON_SMEM_MIN_N}: a row moves too little for a program of its own"
+    return gluon_smem.shape_reason(shape["N"], element_size(dtype)) or _gluon_feature_reason()
+
+
+def _gluon_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    return [dict(c) for c in gluon_smem.CONFIGS["layernorm"]]
+
+
+def _gluon_default(shape: Shape, dtype: torch.dtype) -> dict:
+    return dict(gluon_smem.CONFIGS["layernorm"][0])
+
+
+def _gluon_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    return gluon_smem.config_reason(config, shape["N"])
+
+
+def _prepare_gluon_smem(inputs: Inputs, out: torch.Tensor, config, skip_last_chunk_in_sum: bool = False):
+    _check(inputs, out)
+    x = inputs["x"]
+    reason = _gluon_feature_reason() or gluon_smem.shape_reason(x.shape[1], x.element_size())
+    if reason:
+        raise ValueError(f"gluon_smem cannot run here: {reason}")
+    if not (x.is_contiguous() and out.is_contiguous()):
+        raise ValueError(f"gluon_smem needs contiguous rows; x has strides {x.stride()}, out {out.stride()}")
+    config = config or _gluon_default(Shape({"M": x.shape[0], "N": x.shape[1]}, "inferred"), x.dtype)
+    bad = gluon_smem.config_reason(config, x.shape[1])
+    if bad:
+        raise ValueError(f"gluon_smem config {config}: {bad}")
+    return gluon_smem.launch(
+        x,
+        out,
+        config,
+        device_limits()["num_sms"],
+        skip_last_chunk_in_sum=skip_last_chunk_in_sum,
+        weight=inputs["weight"],
+        bias=inputs["bias"],
+        eps=EPS,
+    )
+
+
+def _gluon_control_config(shape: Shape, dtype: torch.dtype) -> dict:
+    # slots of 16 box rows: at least two slots a row from N = 8192 on, so there is a last slot to leave out
+    return dict(gluon_smem.CONFIGS["layernorm"][1])
+
+
+def _gluon_smem_sum_skips_a_slot(inputs: Inputs, out, config):
+    """Negative control: gluon_smem whose mean leaves out the row's last slot (divided by N all the same)."""
+    x = inputs["x"]
+    shape = Shape({"M": x.shape[0], "N": x.shape[1]}, "negative control")
+    return _prepare_gluon_smem(inputs, out, _gluon_control_config(shape, x.dtype), skip_last_chunk_in_sum=True)
+
+
 def _no_eps(inputs: Inputs, out, config):
     """Negative control: divides by sqrt(var) without eps; wrong when var is not >> eps, NaN when 0."""
     x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
@@ -1141,6 +1221,18 @@ KERNEL = KernelSpec(
             supports=_classes_supports,
         ),
         Implementation(
+            "gluon_smem",
+            "triton",
+            _prepare_gluon_smem,
+            description="Hopper, in Gluon: persistent programs each holding a whole row in shared memory, filled by "
+            "TMA; mean and two-pass variance with one reduction each, the affine step while the next row's loads "
+            "are in flight; x read from HBM once (rows up to 192 KB, N a multiple of 256, N >= 8192; GPU only)",
+            configs=_gluon_configs,
+            default_config=_gluon_default,
+            prune=_gluon_prune,
+            supports=_gluon_supports,
+        ),
+        Implementation(
             "torch", "eager", _torch_eager, description="torch.nn.functional.layer_norm (ATen)", writes_out=False
         ),
         Implementation(
@@ -1152,6 +1244,14 @@ KERNEL = KernelSpec(
         ),
     ],
     targets=[
+        Target(
+            "gluon_smem",
+            "pct_copy_bw",
+            85,
+            min_bytes=64e6,
+            reason="issue 24's goal for every layernorm moving 64 MB or more, for the design triton.language does "
+            "not express: the row resident in shared memory, read from HBM once, with TMA's bytes in flight",
+        ),
         Target(
             "triton_row",
             "pct_copy_bw",
@@ -1201,6 +1301,16 @@ KERNEL = KernelSpec(
         ),
     ],
     negative_controls=[
+        Implementation(
+            "gluon_smem_sum_skips_a_slot",
+            "triton",
+            _gluon_smem_sum_skips_a_slot,
+            configs=lambda shape, dtype: [_gluon_control_config(shape, dtype)],
+            default_config=_gluon_control_config,
+            supports=_gluon_supports,
+            description="gluon_smem whose mean leaves out the row's last shared-memory slot",
+            rejected_for="elements outside atol",
+        ),
         Implementation(
             "no_eps",
             "eager",

@@ -1,0 +1,130 @@
+"""gluon_smem of softmax and layernorm (kernels/_rows_gluon.py) on a machine without a GPU.
+
+Gluon kernels do not run on Triton's interpreter, so the kernels' numbers are checked only on the GPU (the
+correctness gate, with the negative control ``gluon_smem_sum_skips_a_slot`` of each). Here: the offline sm_90a build
+(the row arrives by TMA, slot by slot, and each slot is refilled once a row; 16-byte stores; no spills; the
+shared memory a row takes), the TMA view of the rows, and why the variant sits out where it cannot run.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import helpers
+from kernels import _rows_gluon as sg
+from kernels import softmax
+from kernelscope.spec import Shape
+
+pytestmark = pytest.mark.skipif(not sg.HAS_GLUON_HOPPER, reason="this Triton has no Gluon Hopper module")
+
+_SM90_GLUON_SOFTMAX = r"""
+import json, re, subprocess, sys, tempfile, pathlib
+try:
+    import torch, triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+except ImportError as e:
+    print(json.dumps({"unavailable": f"no offline Gluon compiler: {e}"})); sys.exit()
+from kernels import _rows_gluon as sg
+ptxas = next(pathlib.Path(triton.__file__).parent.glob("backends/nvidia/bin/ptxas"))
+out = []
+for build in json.loads(sys.argv[1]):
+    config, dtype, n = build["config"], getattr(torch, build["dtype"]), build["N"]
+    x = torch.zeros(4, n, dtype=dtype)
+    ptr = {torch.float16: "*fp16", torch.bfloat16: "*bf16", torch.float32: "*fp32"}[dtype]
+    sig = {"x_desc": mangle_type(sg.descriptor(x, config["CHUNK_ROWS"])), "y_ptr": ptr, "M": "i32"}
+    fn = sg._softmax_smem_kernel
+    if build["kernel"] == "layernorm":
+        fn = sg._layernorm_smem_kernel
+        sig = {"x_desc": sig["x_desc"], "y_ptr": ptr, "w_ptr": ptr, "b_ptr": ptr, "M": "i32", "eps": "fp32"}
+    chunks = n // sg.W // config["CHUNK_ROWS"]
+    const = dict(CHUNK_ROWS=config["CHUNK_ROWS"], CHUNKS=chunks, VEC=16 // x.element_size(),
+                 SKIP_LAST_CHUNK_IN_SUM=build.get("skip", False), num_warps=config["num_warps"])
+    sig |= dict.fromkeys(const, "constexpr")
+    pointers = (1, 2, 3) if build["kernel"] == "layernorm" else (1,)
+    k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=const,
+                                      attrs={(i,): [["tt.divisibility", 16]] for i in pointers}),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": config["num_warps"]})
+    ptx = k.asm["ptx"]
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+        f.write(ptx)
+    log = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"], capture_output=True, text=True)
+    txt = log.stderr + log.stdout
+    out.append({"chunks": chunks, "tma": ptx.count("cp.async.bulk.tensor"), "stv4": ptx.count("st.global.v4"),
+                "ex2": ptx.count("ex2.approx"), "add": ptx.count("add.f32") + ptx.count("add.rn.f32"),
+                "fence": ptx.count("fence.proxy.async"), "shared": k.metadata.shared,
+                "spill": int(re.search(r"(\d+) bytes spill stores", txt).group(1))})
+print(json.dumps({"builds": out}))
+"""
+
+#: the most shared memory a block may opt into on sm_90
+SM90_SHARED = 232448
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "layernorm"])
+def test_each_row_arrives_by_tma_slot_by_slot_and_no_config_spills(kernel):
+    """The offline sm_90a build of every config at N = 65536 (16-bit) and 8192 (fp32): one TMA copy per slot to
+    start and one refill per slot a row (2 x CHUNKS in the PTX), each refill behind a proxy fence (the module's own;
+    this compiler also places one there without it, the same PTX either way), the stores
+    16 bytes wide, no spills, and the row within a block's shared memory. The negative control's build leaves
+    the last slot out of the sum: less arithmetic (softmax: exponentials; layernorm: additions), the same copies."""
+    builds = [
+        {"config": c, "dtype": dtype, "N": n, "kernel": kernel}
+        for c in sg.CONFIGS[kernel]
+        for dtype, n in (("float16", 65536), ("bfloat16", 65536), ("float32", 8192))
+        if not sg.config_reason(c, n)  # what the prune rule leaves (64-row slots do not divide 8192's 32 rows)
+    ]
+    skip = {"config": sg.CONFIGS[kernel][1], "dtype": "float16", "N": 65536, "kernel": kernel}
+    results = helpers.offline_sm90(_SM90_GLUON_SOFTMAX, [*builds, skip, {**skip, "skip": True}])["builds"]
+    for build, r in zip(builds, results[: len(builds)], strict=True):
+        assert r["tma"] == 2 * r["chunks"] and r["fence"] >= r["chunks"], (build, r)
+        assert r["stv4"] > 0 and r["spill"] == 0, (build, r)
+        assert r["shared"] <= sg.MAX_ROW_BYTES + 1024 <= SM90_SHARED, (build, r)
+    whole, skipped = results[-2:]
+    work = "ex2" if kernel == "softmax" else "add"
+    assert skipped["tma"] == whole["tma"] and skipped[work] < whole[work], (whole, skipped)
+
+
+def test_the_tma_view_is_of_box_rows_of_256_elements():
+    x = torch.zeros(3, 8192, dtype=torch.bfloat16)
+    desc = sg.descriptor(x, 16)
+    assert list(desc.shape) == [3 * 32, 256] and list(desc.block_shape) == [16, 256]
+    assert desc.layout.swizzle_byte_width == 0
+
+
+def test_shapes_configs_and_programs():
+    assert sg.shape_reason(65536, 2) is None
+    assert "multiple of 256" in sg.shape_reason(2049, 2)
+    assert "does not fit" in sg.shape_reason(65536, 4) and "does not fit" in sg.shape_reason(262144, 2)
+    assert sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16}, 65536) is None
+    assert "do not split" in sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16}, 8192 - 256 * 16)
+    assert "idle warps" in sg.config_reason({"CHUNK_ROWS": 8, "num_warps": 16}, 65536)
+    # a 128 KB row: one program an SM; a 16 KB row: as many as threads allow (2048 / 512)
+    assert sg.programs_per_sm(128 * 1024, 16) == 1 and sg.programs_per_sm(16 * 1024, 16) == 4
+
+
+def _shape(**params):
+    return Shape({"M": 1024, "N": 65536, **params}, "test")
+
+
+def test_gluon_smem_sits_out_where_it_cannot_run_and_says_why(monkeypatch):
+    assert "interpreter" in softmax._gluon_supports(_shape(), torch.float16)
+    assert "strided rows" in softmax._gluon_supports(_shape(stride=70000), torch.float16)
+    assert "< 8192" in softmax._gluon_supports(_shape(N=4096), torch.float16)
+    assert "does not fit" in softmax._gluon_supports(_shape(), torch.float32)
+    gpu = {"interpreter": False, "capability": (9, 0), "num_sms": 132}
+    monkeypatch.setattr(softmax, "device_limits", lambda: gpu)
+    assert softmax._gluon_supports(_shape(), torch.bfloat16) is None
+    gpu["capability"] = (8, 0)
+    assert "sm_90" in softmax._gluon_supports(_shape(), torch.bfloat16)
+    monkeypatch.setattr(softmax.gluon_smem, "HAS_GLUON_HOPPER", False)
+    assert "no triton.experimental.gluon" in softmax._gluon_supports(_shape(), torch.bfloat16)
+
+
+def test_prepare_refuses_strided_rows_by_name(monkeypatch):
+    monkeypatch.setattr(softmax, "_gluon_feature_reason", lambda: None)
+    x = torch.zeros(4, 8192 + 256, dtype=torch.float16)[:, :8192]
+    with pytest.raises(ValueError, match="contiguous rows"):
+        softmax._prepare_gluon_smem({"x": x}, torch.empty(4, 8192, dtype=torch.float16), None)
