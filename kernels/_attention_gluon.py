@@ -261,17 +261,8 @@ def _gluon_attention_kernel(
 
 @_gluon_jit
 def _ws_producer(
-    q_desc,
-    k_desc,
-    v_desc,
-    q_smem,
-    k_smem,
-    v_smem,
-    q_bar,
-    k_full,
-    v_full,
-    k_empty,
-    v_empty,
+    descs,
+    bufs,
     bh,
     start_m,
     n_blocks,
@@ -282,6 +273,8 @@ def _ws_producer(
 ):
     """The load partition (one warp): Q once, then K_j and V_j into slot j % STAGES as soon as both consumers have
     released the slot (its ``empty`` barrier, two arrivals); each tile's arrival completes its ``full`` barrier."""
+    q_desc, k_desc, v_desc = descs
+    q_smem, k_smem, v_smem, q_bar, k_full, v_full, k_empty, v_empty = bufs
     half: gl.constexpr = BLOCK_M // 2
     mbarrier.expect(q_bar, BLOCK_M * HEAD_DIM * 2)
     tma.async_copy_global_to_shared(q_desc, [bh, start_m, 0], q_bar, q_smem.index(0).reshape([1, half, HEAD_DIM]))
@@ -307,20 +300,8 @@ def _ws_producer(
 
 @_gluon_jit
 def _ws_consumer(
-    q_smem,
-    k_smem,
-    v_smem,
-    q_bar,
-    k_full,
-    v_full,
-    k_empty,
-    v_empty,
-    o_ptr,
-    qk_scale,
-    seq_len,
-    bh,
-    start_m,
-    n_blocks,
+    bufs,
+    work,
     WG: _constexpr,
     BLOCK_M: _constexpr,
     BLOCK_N: _constexpr,
@@ -331,7 +312,10 @@ def _ws_consumer(
 ):
     """One consumer warpgroup: 64 query rows (half ``WG`` of the tile) through every key block the producer loads,
     in the order of the unspecialised kernel (block j's softmax beside block j-1's PV MMA), releasing each K and V
-    slot as soon as its MMA is waited for."""
+    slot as soon as its MMA is waited for. ``bufs``: the shared buffers and barriers; ``work``: the output, the scale
+    and this program's coordinates (one tuple each, as the kernel passes them to both consumers)."""
+    q_smem, k_smem, v_smem, q_bar, k_full, v_full, k_empty, v_empty = bufs
+    o_ptr, qk_scale, seq_len, bh, start_m, n_blocks = work
     half: gl.constexpr = BLOCK_M // 2
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -439,83 +423,13 @@ def _gluon_attention_ws_kernel(
     else:
         hi = seq_len
     n_blocks = gl.cdiv(hi, BLOCK_N)
+    bufs = (q_smem, k_smem, v_smem, q_bar, k_full, v_full, k_empty, v_empty)
+    work = (o_ptr, qk_scale, seq_len, bh, start_m, n_blocks)
     gl.warp_specialize(
         [
-            (
-                _ws_consumer,
-                (
-                    q_smem,
-                    k_smem,
-                    v_smem,
-                    q_bar,
-                    k_full,
-                    v_full,
-                    k_empty,
-                    v_empty,
-                    o_ptr,
-                    qk_scale,
-                    seq_len,
-                    bh,
-                    start_m,
-                    n_blocks,
-                    0,
-                    BLOCK_M,
-                    BLOCK_N,
-                    HEAD_DIM,
-                    STAGES,
-                    CAUSAL,
-                    RESCALE_ACC,
-                ),
-            ),
-            (
-                _ws_consumer,
-                (
-                    q_smem,
-                    k_smem,
-                    v_smem,
-                    q_bar,
-                    k_full,
-                    v_full,
-                    k_empty,
-                    v_empty,
-                    o_ptr,
-                    qk_scale,
-                    seq_len,
-                    bh,
-                    start_m,
-                    n_blocks,
-                    1,
-                    BLOCK_M,
-                    BLOCK_N,
-                    HEAD_DIM,
-                    STAGES,
-                    CAUSAL,
-                    RESCALE_ACC,
-                ),
-            ),
-            (
-                _ws_producer,
-                (
-                    q_desc,
-                    k_desc,
-                    v_desc,
-                    q_smem,
-                    k_smem,
-                    v_smem,
-                    q_bar,
-                    k_full,
-                    v_full,
-                    k_empty,
-                    v_empty,
-                    bh,
-                    start_m,
-                    n_blocks,
-                    BLOCK_M,
-                    BLOCK_N,
-                    HEAD_DIM,
-                    STAGES,
-                ),
-            ),
+            (_ws_consumer, (bufs, work, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, RESCALE_ACC)),
+            (_ws_consumer, (bufs, work, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, RESCALE_ACC)),
+            (_ws_producer, ((q_desc, k_desc, v_desc), bufs, bh, start_m, n_blocks, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES)),
         ],
         [4, 1],
         [CONSUMER_REGS, 24],

@@ -28,6 +28,9 @@ import math
 
 import torch
 
+from kernelscope import runtime
+from kernelscope.spec import Shape, element_size
+
 try:  # Gluon and its Hopper ops, by feature
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -62,6 +65,28 @@ _constexpr = gl.constexpr if HAS_GLUON_HOPPER else object
 
 
 @_gluon_jit
+def _load_first_rows(x_desc, CHUNK_ROWS: _constexpr, CHUNKS: _constexpr):
+    """The row's slots and their mbarriers, with this program's first row on its way into them."""
+    slots = gl.allocate_shared_memory(x_desc.dtype, [CHUNKS, CHUNK_ROWS, x_desc.block_type.shape[1]], x_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [CHUNKS, 1], mbarrier.MBarrierLayout())
+    for c in gl.static_range(CHUNKS):
+        mbarrier.init(bars.index(c), count=1)
+    for c in gl.static_range(CHUNKS):
+        _refill(x_desc, slots, bars, c, gl.program_id(0), True, CHUNK_ROWS, CHUNKS)
+    return slots, bars
+
+
+@_gluon_jit
+def _refill(x_desc, slots, bars, c, row, pred, CHUNK_ROWS: _constexpr, CHUNKS: _constexpr):
+    """Slot ``c`` of ``row`` into shared memory by TMA (where ``pred``), its arrival completing the slot's barrier."""
+    fence_async_shared()  # any generic-proxy read of the slot before this async-proxy write
+    mbarrier.expect(bars.index(c), x_desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(
+        x_desc, [(row * CHUNKS + c) * CHUNK_ROWS, 0], bars.index(c), slots.index(c), pred=pred
+    )
+
+
+@_gluon_jit
 def _softmax_smem_kernel(
     x_desc,
     y_ptr,
@@ -77,18 +102,9 @@ def _softmax_smem_kernel(
     ROW: gl.constexpr = CHUNKS * CHUNK_ROWS * BOX_W
     # 16-byte vectors, a warp along a box row: conflict-free reads of the unswizzled slots, coalesced stores
     layout: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [num_warps, 1], [1, 0])
-    slots = gl.allocate_shared_memory(dtype, [CHUNKS, CHUNK_ROWS, BOX_W], x_desc.layout)
-    bars = gl.allocate_shared_memory(gl.int64, [CHUNKS, 1], mbarrier.MBarrierLayout())
-    for c in gl.static_range(CHUNKS):
-        mbarrier.init(bars.index(c), count=1)
-    chunk_bytes: gl.constexpr = CHUNK_ROWS * BOX_W * (dtype.primitive_bitwidth // 8)
-
+    slots, bars = _load_first_rows(x_desc, CHUNK_ROWS, CHUNKS)
     pid = gl.program_id(0)
     programs = gl.num_programs(0)
-    for c in gl.static_range(CHUNKS):
-        mbarrier.expect(bars.index(c), chunk_bytes)
-        tma.async_copy_global_to_shared(x_desc, [(pid * CHUNKS + c) * CHUNK_ROWS, 0], bars.index(c), slots.index(c))
-
     offs = gl.expand_dims(gl.arange(0, CHUNK_ROWS, layout=gl.SliceLayout(1, layout)), 1) * BOX_W + gl.expand_dims(
         gl.arange(0, BOX_W, layout=gl.SliceLayout(0, layout)), 0
     )
@@ -111,11 +127,7 @@ def _softmax_smem_kernel(
         base = y_ptr + row.to(gl.int64) * ROW
         for c in gl.static_range(CHUNKS):
             x = slots.index(c).load(layout).to(gl.float32)
-            fence_async_shared()  # the generic-proxy reads above before the async-proxy write below
-            mbarrier.expect(bars.index(c), chunk_bytes, pred=nxt < M)
-            tma.async_copy_global_to_shared(
-                x_desc, [(nxt * CHUNKS + c) * CHUNK_ROWS, 0], bars.index(c), slots.index(c), pred=nxt < M
-            )
+            _refill(x_desc, slots, bars, c, nxt, nxt < M, CHUNK_ROWS, CHUNKS)
             y = gl.exp2(x * LOG2E - m_row) * inv_sum
             gl.store(base + c * CHUNK_ROWS * BOX_W + offs, y.to(dtype))
         phase ^= 1
@@ -142,18 +154,9 @@ def _layernorm_smem_kernel(
     BOX_W: gl.constexpr = x_desc.block_type.shape[1]
     ROW: gl.constexpr = CHUNKS * CHUNK_ROWS * BOX_W
     layout: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [num_warps, 1], [1, 0])
-    slots = gl.allocate_shared_memory(dtype, [CHUNKS, CHUNK_ROWS, BOX_W], x_desc.layout)
-    bars = gl.allocate_shared_memory(gl.int64, [CHUNKS, 1], mbarrier.MBarrierLayout())
-    for c in gl.static_range(CHUNKS):
-        mbarrier.init(bars.index(c), count=1)
-    chunk_bytes: gl.constexpr = CHUNK_ROWS * BOX_W * (dtype.primitive_bitwidth // 8)
-
+    slots, bars = _load_first_rows(x_desc, CHUNK_ROWS, CHUNKS)
     pid = gl.program_id(0)
     programs = gl.num_programs(0)
-    for c in gl.static_range(CHUNKS):
-        mbarrier.expect(bars.index(c), chunk_bytes)
-        tma.async_copy_global_to_shared(x_desc, [(pid * CHUNKS + c) * CHUNK_ROWS, 0], bars.index(c), slots.index(c))
-
     offs = gl.expand_dims(gl.arange(0, CHUNK_ROWS, layout=gl.SliceLayout(1, layout)), 1) * BOX_W + gl.expand_dims(
         gl.arange(0, BOX_W, layout=gl.SliceLayout(0, layout)), 0
     )
@@ -178,11 +181,7 @@ def _layernorm_smem_kernel(
         base = y_ptr + row.to(gl.int64) * ROW
         for c in gl.static_range(CHUNKS):
             x = slots.index(c).load(layout).to(gl.float32)
-            fence_async_shared()  # the generic-proxy reads above before the async-proxy write below
-            mbarrier.expect(bars.index(c), chunk_bytes, pred=nxt < M)
-            tma.async_copy_global_to_shared(
-                x_desc, [(nxt * CHUNKS + c) * CHUNK_ROWS, 0], bars.index(c), slots.index(c), pred=nxt < M
-            )
+            _refill(x_desc, slots, bars, c, nxt, nxt < M, CHUNK_ROWS, CHUNKS)
             cols = c * CHUNK_ROWS * BOX_W + offs
             w = gl.load(w_ptr + cols).to(gl.float32)
             b = gl.load(b_ptr + cols).to(gl.float32)
@@ -191,6 +190,61 @@ def _layernorm_smem_kernel(
 
     for c in gl.static_range(CHUNKS):
         mbarrier.invalidate(bars.index(c))
+
+
+#: narrower rows move too little for one persistent program a row (the row kernels hold them in registers)
+MIN_N = 8192
+
+
+def feature_reason() -> str | None:
+    """Why gluon_smem cannot run on this Triton and device, or None (by feature, not version)."""
+    if not HAS_GLUON_HOPPER:
+        return "this Triton has no triton.experimental.gluon Hopper module (tma, mbarrier)"
+    limits = runtime.device_limits()
+    if limits["interpreter"]:
+        return "Gluon kernels do not run on Triton's interpreter (on the CPU the tests build gluon_smem offline)"
+    if tuple(limits["capability"])[0] != 9:
+        return f"built and checked for sm_90 (TMA from Gluon's Hopper module); the device has {limits['capability']}"
+    return None
+
+
+def supports(shape: Shape, dtype: torch.dtype) -> str | None:
+    """The variant's ``supports`` (softmax and layernorm alike): why it sits out on this case, or None."""
+    if shape.params.get("stride", shape["N"]) != shape["N"]:
+        return "strided rows: the TMA view is of a contiguous [M, N] tensor"
+    if shape["N"] < MIN_N:
+        return f"N = {shape['N']} < {MIN_N}: a row moves too little for a program of its own"
+    return shape_reason(shape["N"], element_size(dtype)) or feature_reason()
+
+
+def configs_for(kernel: str):
+    """The variant's ``configs`` for ``kernel`` ("softmax" or "layernorm")."""
+    return lambda shape, dtype: [dict(c) for c in CONFIGS[kernel]]
+
+
+def default_for(kernel: str, index: int = 0):
+    """The variant's ``default_config``; ``index=1``: the negative controls' (16-row slots, two a row at 8192)."""
+    return lambda shape, dtype: dict(CONFIGS[kernel][index])
+
+
+def prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    """The variant's ``prune``: slots that do not divide the row, or leave warps idle."""
+    return config_reason(config, shape["N"])
+
+
+def checked_config(x: torch.Tensor, out: torch.Tensor, config, kernel: str) -> dict:
+    """``config`` (or the kernel's default) after the checks a launch needs, each failing with a ValueError that
+    names what is wrong: the device and Triton, the row's size, contiguity, the slots."""
+    reason = feature_reason() or shape_reason(x.shape[1], x.element_size())
+    if reason:
+        raise ValueError(f"gluon_smem cannot run here: {reason}")
+    if not (x.is_contiguous() and out.is_contiguous()):
+        raise ValueError(f"gluon_smem needs contiguous rows; x has strides {x.stride()}, out {out.stride()}")
+    config = dict(config or CONFIGS[kernel][0])
+    bad = config_reason(config, x.shape[1])
+    if bad:
+        raise ValueError(f"gluon_smem config {config}: {bad}")
+    return config
 
 
 def shape_reason(n_cols: int, element_size: int) -> str | None:

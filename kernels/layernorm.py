@@ -990,58 +990,13 @@ def _torch_compile(inputs: Inputs, out, config):
     return compiled(_layer_norm, inputs["x"], inputs["weight"], inputs["bias"])
 
 
-#: narrower rows move too little for one persistent program a row (triton_row holds them in registers)
-GLUON_SMEM_MIN_N = 8192
-
-
-def _gluon_feature_reason() -> str | None:
-    """Why gluon_smem cannot run on this Triton and device, or None (by feature, not version)."""
-    if not gluon_smem.HAS_GLUON_HOPPER:
-        return "this Triton has no triton.experimental.gluon Hopper module (tma, mbarrier)"
-    limits = device_limits()
-    if limits["interpreter"]:
-        return "Gluon kernels do not run on Triton's interpreter (on the CPU the tests build gluon_smem offline)"
-    if tuple(limits["capability"])[0] != 9:
-        return f"built and checked for sm_90 (TMA from Gluon's Hopper module); the device has {limits['capability']}"
-    return None
-
-
-def _gluon_supports(shape: Shape, dtype: torch.dtype) -> str | None:
-    if shape.params.get("stride", shape["N"]) != shape["N"]:
-        return "strided rows: the TMA view is of a contiguous [M, N] tensor"
-    if shape["N"] < GLUON_SMEM_MIN_N:
-        return f"N = {shape['N']} < {GLUON_SMEM_MIN_N}: a row moves too little for a program of its own"
-    return gluon_smem.shape_reason(shape["N"], element_size(dtype)) or _gluon_feature_reason()
-
-
-def _gluon_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
-    return [dict(c) for c in gluon_smem.CONFIGS["layernorm"]]
-
-
-def _gluon_default(shape: Shape, dtype: torch.dtype) -> dict:
-    return dict(gluon_smem.CONFIGS["layernorm"][0])
-
-
-def _gluon_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
-    return gluon_smem.config_reason(config, shape["N"])
-
-
 def _prepare_gluon_smem(inputs: Inputs, out: torch.Tensor, config, skip_last_chunk_in_sum: bool = False):
     _check(inputs, out)
     x = inputs["x"]
-    reason = _gluon_feature_reason() or gluon_smem.shape_reason(x.shape[1], x.element_size())
-    if reason:
-        raise ValueError(f"gluon_smem cannot run here: {reason}")
-    if not (x.is_contiguous() and out.is_contiguous()):
-        raise ValueError(f"gluon_smem needs contiguous rows; x has strides {x.stride()}, out {out.stride()}")
-    config = config or _gluon_default(Shape({"M": x.shape[0], "N": x.shape[1]}, "inferred"), x.dtype)
-    bad = gluon_smem.config_reason(config, x.shape[1])
-    if bad:
-        raise ValueError(f"gluon_smem config {config}: {bad}")
     return gluon_smem.launch(
         x,
         out,
-        config,
+        gluon_smem.checked_config(x, out, config, "layernorm"),
         device_limits()["num_sms"],
         skip_last_chunk_in_sum=skip_last_chunk_in_sum,
         weight=inputs["weight"],
@@ -1050,16 +1005,11 @@ def _prepare_gluon_smem(inputs: Inputs, out: torch.Tensor, config, skip_last_chu
     )
 
 
-def _gluon_control_config(shape: Shape, dtype: torch.dtype) -> dict:
-    # slots of 16 box rows: at least two slots a row from N = 8192 on, so there is a last slot to leave out
-    return dict(gluon_smem.CONFIGS["layernorm"][1])
-
-
 def _gluon_smem_sum_skips_a_slot(inputs: Inputs, out, config):
     """Negative control: gluon_smem whose mean leaves out the row's last slot (divided by N all the same)."""
-    x = inputs["x"]
-    shape = Shape({"M": x.shape[0], "N": x.shape[1]}, "negative control")
-    return _prepare_gluon_smem(inputs, out, _gluon_control_config(shape, x.dtype), skip_last_chunk_in_sum=True)
+    # slots of 16 box rows (the second config): two or more a row from N = 8192 on, so there is a last one
+    config = gluon_smem.default_for("layernorm", 1)(None, None)
+    return _prepare_gluon_smem(inputs, out, config, skip_last_chunk_in_sum=True)
 
 
 def _no_eps(inputs: Inputs, out, config):
@@ -1227,10 +1177,10 @@ KERNEL = KernelSpec(
             description="Hopper, in Gluon: persistent programs each holding a whole row in shared memory, filled by "
             "TMA; mean and two-pass variance with one reduction each, the affine step while the next row's loads "
             "are in flight; x read from HBM once (rows up to 192 KB, N a multiple of 256, N >= 8192; GPU only)",
-            configs=_gluon_configs,
-            default_config=_gluon_default,
-            prune=_gluon_prune,
-            supports=_gluon_supports,
+            configs=gluon_smem.configs_for("layernorm"),
+            default_config=gluon_smem.default_for("layernorm"),
+            prune=gluon_smem.prune,
+            supports=gluon_smem.supports,
         ),
         Implementation(
             "torch", "eager", _torch_eager, description="torch.nn.functional.layer_norm (ATen)", writes_out=False
@@ -1305,9 +1255,9 @@ KERNEL = KernelSpec(
             "gluon_smem_sum_skips_a_slot",
             "triton",
             _gluon_smem_sum_skips_a_slot,
-            configs=lambda shape, dtype: [_gluon_control_config(shape, dtype)],
-            default_config=_gluon_control_config,
-            supports=_gluon_supports,
+            configs=lambda shape, dtype: [gluon_smem.default_for("layernorm", 1)(shape, dtype)],
+            default_config=gluon_smem.default_for("layernorm", 1),
+            supports=gluon_smem.supports,
             description="gluon_smem whose mean leaves out the row's last shared-memory slot",
             rejected_for="elements outside atol",
         ),

@@ -44,6 +44,29 @@ def assert_pass(record: dict) -> None:
     assert record["status"] == "pass", f"{record['implementation']} {record['config']}: {record['failure']}"
 
 
+#: the start of an ``offline_sm90`` script that builds Gluon kernels: the imports (or the "unavailable" skip) and
+#: ``ptxas_usage(ptx)``, ptxas's registers and spill-store bytes a thread for sm_90a
+GLUON_SM90_PREAMBLE = r"""
+import json, re, subprocess, sys, tempfile, pathlib
+try:
+    import torch, triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+except ImportError as e:
+    print(json.dumps({"unavailable": f"no offline Gluon compiler: {e}"})); sys.exit()
+_ptxas = next(pathlib.Path(triton.__file__).parent.glob("backends/nvidia/bin/ptxas"))
+
+def ptxas_usage(ptx):
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+        f.write(ptx)
+    log = subprocess.run([str(_ptxas), "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"], capture_output=True, text=True)
+    txt = log.stderr + log.stdout
+    used = re.search(r"Used (\d+) registers", txt).group(1)
+    return int(used), int(re.search(r"(\d+) bytes spill stores", txt).group(1))
+"""
+
+
 def offline_sm90(script: str, payload) -> dict:
     """Runs ``script`` (Python source that reads ``json.loads(sys.argv[1])`` and prints one JSON object last)
     in a subprocess without TRITON_INTERPRET, since under the interpreter @triton.jit functions cannot be

@@ -19,17 +19,10 @@ from kernelscope.spec import Shape
 
 pytestmark = pytest.mark.skipif(not ag.HAS_GLUON_HOPPER, reason="this Triton has no Gluon Hopper module")
 
-_SM90_GLUON = r"""
-import json, re, subprocess, sys, tempfile, pathlib
-try:
-    import torch, triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
-except ImportError as e:
-    print(json.dumps({"unavailable": f"no offline Gluon compiler: {e}"})); sys.exit()
+_SM90_GLUON = (
+    helpers.GLUON_SM90_PREAMBLE
+    + r"""
 from kernels import _attention_gluon as ag
-ptxas = next(pathlib.Path(triton.__file__).parent.glob("backends/nvidia/bin/ptxas"))
 out = []
 for build in json.loads(sys.argv[1]):
     config, dtype = build["config"], getattr(torch, build["dtype"])
@@ -62,16 +55,13 @@ for build in json.loads(sys.argv[1]):
         elif "ex2.approx" in line:
             total += 1
             beside += in_flight
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
-        f.write(ptx)
-    log = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"], capture_output=True, text=True)
-    txt = log.stderr + log.stdout
+    registers, spill = ptxas_usage(ptx)
     out.append({"beside": beside, "ex2": total, "waits": waits, "shared": k.metadata.shared, "ws": ws,
                 "partitions": k.asm["ttgir"].count("ttg.warp_specialize"), "setmaxnreg": ptx.count("setmaxnreg"),
-                "registers": int(re.search(r"Used (\d+) registers", txt).group(1)),
-                "spill": int(re.search(r"(\d+) bytes spill stores", txt).group(1))})
+                "registers": registers, "spill": spill})
 print(json.dumps({"builds": out}))
 """
+)
 
 #: the most shared memory a block may opt into on sm_90 (H100 and H200 alike)
 SM90_SHARED = 232448

@@ -13,22 +13,15 @@ import torch
 
 import helpers
 from kernels import _rows_gluon as sg
-from kernels import softmax
+from kernels import layernorm, softmax
 from kernelscope.spec import Shape
 
 pytestmark = pytest.mark.skipif(not sg.HAS_GLUON_HOPPER, reason="this Triton has no Gluon Hopper module")
 
-_SM90_GLUON_SOFTMAX = r"""
-import json, re, subprocess, sys, tempfile, pathlib
-try:
-    import torch, triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
-except ImportError as e:
-    print(json.dumps({"unavailable": f"no offline Gluon compiler: {e}"})); sys.exit()
+_SM90_GLUON_SOFTMAX = (
+    helpers.GLUON_SM90_PREAMBLE
+    + r"""
 from kernels import _rows_gluon as sg
-ptxas = next(pathlib.Path(triton.__file__).parent.glob("backends/nvidia/bin/ptxas"))
 out = []
 for build in json.loads(sys.argv[1]):
     config, dtype, n = build["config"], getattr(torch, build["dtype"]), build["N"]
@@ -48,16 +41,14 @@ for build in json.loads(sys.argv[1]):
                                       attrs={(i,): [["tt.divisibility", 16]] for i in pointers}),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": config["num_warps"]})
     ptx = k.asm["ptx"]
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
-        f.write(ptx)
-    log = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"], capture_output=True, text=True)
-    txt = log.stderr + log.stdout
+    _, spill = ptxas_usage(ptx)
     out.append({"chunks": chunks, "tma": ptx.count("cp.async.bulk.tensor"), "stv4": ptx.count("st.global.v4"),
                 "ex2": ptx.count("ex2.approx"), "add": ptx.count("add.f32") + ptx.count("add.rn.f32"),
                 "fence": ptx.count("fence.proxy.async"), "shared": k.metadata.shared,
-                "spill": int(re.search(r"(\d+) bytes spill stores", txt).group(1))})
+                "spill": spill})
 print(json.dumps({"builds": out}))
 """
+)
 
 #: the most shared memory a block may opt into on sm_90
 SM90_SHARED = 232448
@@ -110,21 +101,30 @@ def _shape(**params):
 
 
 def test_gluon_smem_sits_out_where_it_cannot_run_and_says_why(monkeypatch):
-    assert "interpreter" in softmax._gluon_supports(_shape(), torch.float16)
-    assert "strided rows" in softmax._gluon_supports(_shape(stride=70000), torch.float16)
-    assert "< 8192" in softmax._gluon_supports(_shape(N=4096), torch.float16)
-    assert "does not fit" in softmax._gluon_supports(_shape(), torch.float32)
+    # softmax's and layernorm's variant and controls share this supports
+    assert softmax.KERNEL.implementation("gluon_smem").supports is sg.supports
+    assert layernorm.KERNEL.implementation("gluon_smem_sum_skips_a_slot").supports is sg.supports
+    assert "interpreter" in sg.supports(_shape(), torch.float16)
+    assert "strided rows" in sg.supports(_shape(stride=70000), torch.float16)
+    assert "< 8192" in sg.supports(_shape(N=4096), torch.float16)
+    assert "does not fit" in sg.supports(_shape(), torch.float32)
     gpu = {"interpreter": False, "capability": (9, 0), "num_sms": 132}
-    monkeypatch.setattr(softmax, "device_limits", lambda: gpu)
-    assert softmax._gluon_supports(_shape(), torch.bfloat16) is None
+    monkeypatch.setattr(sg.runtime, "device_limits", lambda: gpu)
+    assert sg.supports(_shape(), torch.bfloat16) is None
     gpu["capability"] = (8, 0)
-    assert "sm_90" in softmax._gluon_supports(_shape(), torch.bfloat16)
-    monkeypatch.setattr(softmax.gluon_smem, "HAS_GLUON_HOPPER", False)
-    assert "no triton.experimental.gluon" in softmax._gluon_supports(_shape(), torch.bfloat16)
+    assert "sm_90" in sg.supports(_shape(), torch.bfloat16)
+    monkeypatch.setattr(sg, "HAS_GLUON_HOPPER", False)
+    assert "no triton.experimental.gluon" in sg.supports(_shape(), torch.bfloat16)
 
 
-def test_prepare_refuses_strided_rows_by_name(monkeypatch):
-    monkeypatch.setattr(softmax, "_gluon_feature_reason", lambda: None)
+@pytest.mark.parametrize("kernel", [softmax, layernorm])
+def test_prepare_refuses_strided_rows_and_bad_slots_by_name(monkeypatch, kernel):
+    monkeypatch.setattr(sg, "feature_reason", lambda: None)
     x = torch.zeros(4, 8192 + 256, dtype=torch.float16)[:, :8192]
+    inputs = {"x": x, "weight": torch.ones(8192, dtype=torch.float16), "bias": torch.zeros(8192, dtype=torch.float16)}
+    out = torch.empty(4, 8192, dtype=torch.float16)
     with pytest.raises(ValueError, match="contiguous rows"):
-        softmax._prepare_gluon_smem({"x": x}, torch.empty(4, 8192, dtype=torch.float16), None)
+        kernel._prepare_gluon_smem(inputs, out, None)
+    inputs["x"] = x.contiguous()
+    with pytest.raises(ValueError, match="idle warps"):
+        kernel._prepare_gluon_smem(inputs, out, {"CHUNK_ROWS": 8, "num_warps": 16})

@@ -17,9 +17,7 @@ import importlib.util
 import os
 import pathlib
 import re
-import subprocess
 import sys
-import tempfile
 import types
 
 os.environ.pop("TRITON_INTERPRET", None)
@@ -30,13 +28,12 @@ except ImportError:
     sys.modules["torch"] = types.ModuleType("torch")
 
 import triton  # noqa: E402
+from sm90_build import ptxas_usage  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
 from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 from triton.runtime.jit import mangle_type  # noqa: E402
-
-PTXAS = next(pathlib.Path(triton.__file__).parent.glob("backends/nvidia/bin/ptxas"))
 
 spec = importlib.util.spec_from_file_location("_attention_gluon", ROOT / "kernels" / "_attention_gluon.py")
 ag = importlib.util.module_from_spec(spec)
@@ -120,13 +117,8 @@ def build(block_m, block_n, warps, stages, causal, dtype="bfloat16", head_dim=12
         options=options,
     )
     ptx = kernel.asm["ptx"]
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
-        f.write(ptx)
-    r = subprocess.run([str(PTXAS), "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"], capture_output=True, text=True)
-    txt = r.stderr + r.stdout
-    regs = re.findall(r"Used (\d+) registers", txt)
-    spills = re.findall(r"(\d+) bytes spill stores", txt)
-    return kernel, ptx, regs, spills
+    regs, spills = ptxas_usage(ptx)
+    return kernel, ptx, regs, [store for store, _ in spills]
 
 
 if __name__ == "__main__":

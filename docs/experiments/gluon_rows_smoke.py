@@ -9,8 +9,9 @@ correctness gate: the pipeline's is; this only decides whether that run is worth
 
 import json
 import pathlib
-import subprocess
 import sys
+
+from smoke_run import run_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHAPES = [(1024, 65536), (300, 65536), (2000, 8192), (7, 16384)]
@@ -57,20 +58,7 @@ def main() -> int:
     for kernel, configs in rg.CONFIGS.items():
         for config in configs:
             args = [json.dumps(config), str(ROOT), kernel, json.dumps(SHAPES)]
-            try:
-                done = subprocess.run([sys.executable, "-c", ONE, *args], capture_output=True, text=True, timeout=120)
-            except subprocess.TimeoutExpired:
-                print(f"{kernel} {config}: TIMEOUT (hang?)", flush=True)
-                failed += 1
-                continue
-            if done.returncode:
-                print(f"{kernel} {config}: ERROR {done.stderr.strip().splitlines()[-1:]}", flush=True)
-                failed += 1
-                continue
-            for row in json.loads(done.stdout.strip().splitlines()[-1]):
-                bad = row["nan"] or not row["max_abs_err"] < LIMIT[kernel]
-                failed += bad
-                print(f"{kernel} {config} {row} {'FAIL' if bad else 'ok'}", flush=True)
+            failed += run_config(f"{kernel} {config}", ONE, args, LIMIT[kernel])
     return 1 if failed else 0
 
 

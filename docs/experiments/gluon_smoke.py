@@ -9,8 +9,9 @@ negative controls); this only decides whether that run is worth starting.
 
 import json
 import pathlib
-import subprocess
 import sys
+
+from smoke_run import run_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHAPES = [(1, 4, 4096, 128), (2, 3, 1000, 128), (1, 16, 128, 128), (1, 4, 1024, 64)]
@@ -47,25 +48,7 @@ def main() -> int:
     for config in ag.CONFIGS:
         if only_ws and not config.get("WARP_SPECIALIZE"):
             continue
-        try:
-            done = subprocess.run(
-                [sys.executable, "-c", ONE, json.dumps(config), str(ROOT), json.dumps(SHAPES)],
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-        except subprocess.TimeoutExpired:
-            print(f"{config}: TIMEOUT (hang?)", flush=True)
-            failed += 1
-            continue
-        if done.returncode:
-            print(f"{config}: ERROR {done.stderr.strip().splitlines()[-1:]}", flush=True)
-            failed += 1
-            continue
-        for row in json.loads(done.stdout.strip().splitlines()[-1]):
-            bad = row["nan"] or not row["max_abs_err"] < 2e-2
-            failed += bad
-            print(f"{config} {row} {'FAIL' if bad else 'ok'}", flush=True)
+        failed += run_config(str(config), ONE, [json.dumps(config), str(ROOT), json.dumps(SHAPES)], 2e-2)
     return 1 if failed else 0
 
 

@@ -25,10 +25,16 @@ def build_sm90(fn, sig, const, warps, divisible, stages=None):
         options=options,
     )
     ptx = k.asm["ptx"]
+    regs, spills = ptxas_usage(ptx)
+    return k, ptx, regs, spills
+
+
+def ptxas_usage(ptx: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """ptxas's registers a thread and (spill-store, spill-load) bytes, per kernel in the PTX, for sm_90a."""
     with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
         f.write(ptx)
     r = subprocess.run([str(PTXAS), "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"], capture_output=True, text=True)
     txt = r.stderr + r.stdout
     regs = re.findall(r"Used (\d+) registers", txt)
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", txt)
-    return k, ptx, regs, spills
+    return regs, spills
