@@ -9,7 +9,9 @@ runs can be compared at all is decided first, from their environment records and
   makes no statement about any case.
 * **same GPU model, same software**: a rerun. Each implementation of each common case is tested run
   against run; a difference is reported only under the claim rules (Mann-Whitney p < ``claims.ALPHA``,
-  above both runs' A/A floors and ``claims.MIN_EFFECT``); otherwise it reproduced within the noise.
+  above both runs' A/A floors and ``claims.MIN_EFFECT``); where the test finds none (inside the floor, or not
+  significant) it reproduced, and where a difference passed both tests but no rerun calibration of the card says
+  whether it exceeds run-to-run noise, the pair could not be judged and is listed apart (``verdicts.reproduced``).
 * **different GPUs, same software**: a cross-GPU comparison, under the same rules, per implementation
   and case; and whether each run's fastest correct implementation of a case is the same one.
 
