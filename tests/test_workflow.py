@@ -123,10 +123,17 @@ def test_a_reference_that_raises_is_the_kernels_fault_and_the_report_is_still_bu
 def test_cpu_run_records_gate_controls_timing_and_environment(cpu_run):
     results = cpu_run / "results" / runtime.INTERPRETER_KEY
     gate = json.loads((results / "correctness/softmax/float32/M3_N5.json").read_text())
-    assert gate["gate_live"] and all(c["rejected"] for c in gate["negative_controls"])
-    # every implementation passes, except triton_split, which is not run on rows this narrow (and says why)
+    # every control rejected, but gluon_smem's, which sits out beside gluon_smem (GPU only, rows of N >= 8192)
+    controls = {c["implementation"]: c for c in gate["negative_controls"]}
+    sat_out = controls.pop("gluon_smem_sum_skips_a_slot")
+    assert gate["gate_live"] and all(c["rejected"] for c in controls.values())
+    assert sat_out["status"] == "unsupported" and sat_out["rejected"] is None
+    # every implementation passes, except triton_split, which is not run on rows this narrow (and says why), and
+    # gluon_smem, for the reason its control gives
     statuses = {r["implementation"]: r["status"] for r in gate["implementations"]}
     assert statuses.pop("triton_split") == "unsupported"
+    gluon = next(r for r in gate["implementations"] if r["implementation"] == "gluon_smem")
+    assert statuses.pop("gluon_smem") == "unsupported" and gluon["reason"] == sat_out["reason"]
     assert set(statuses.values()) == {"pass"} and len(statuses) == 5
     timing = json.loads((results / "timing/softmax/float32/M3_N5.json").read_text())
     blocks = [r.get("block") for r in timing["implementations"]]
@@ -134,6 +141,9 @@ def test_cpu_run_records_gate_controls_timing_and_environment(cpu_run):
     for rec in timing["implementations"]:
         if rec["implementation"] == "triton_split":
             assert rec["status"] == "unsupported" and "fits one program" in rec["reason"]
+            continue
+        if rec["implementation"] == "gluon_smem":
+            assert rec["status"] == "unsupported" and rec["reason"] == gluon["reason"]
             continue
         assert rec["status"] == "ok", rec
         assert len(rec["samples_us"]) == rec["n"] >= 1  # every sample kept
