@@ -313,6 +313,6 @@ def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequen
                 # the interpreter), so there is nothing here for it to guard: neither rejected nor accepted
                 rec["rejected"] = None
             else:
-                rec["control_error"] = f"unsupported ({rec['reason']}) where every implementation with that reason ran"
+                rec["control_error"] = f"unsupported ({rec['reason']}) where no implementation sits out for that reason"
         controls.append(rec)
     return doc()
