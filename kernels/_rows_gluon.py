@@ -1,22 +1,29 @@
-"""Row softmax and LayerNorm for Hopper in Gluon (``triton.experimental.gluon``): the whole row resident in shared
+"""Row softmax and LayerNorm for Hopper in Gluon (``triton.experimental.gluon``): the row resident in shared
 memory, filled by TMA; the ``gluon_smem`` variants of ``kernels/softmax.py`` and ``kernels/layernorm.py``, not a
 kernel of its own.
 
-Why: on the H200 the wide rows (1024 x 65536) stay at 71-73 % of copy bandwidth with every ``triton.language``
-design measured (docs/kernel-notes.md): ``triton_online`` reads each row twice (the second time from L2), and the
-register-resident team kernels wait at their barriers. Here a persistent program holds one row in shared memory:
+Why: on the H200 the wide rows (1024 x 65536, 256 x 262144) stay at 57-73 % of copy bandwidth with every
+``triton.language`` design measured (docs/kernel-notes.md): ``triton_online`` reads each row twice (the second time
+from L2 or, for the widest rows, HBM), and the register-resident team kernels wait at their barriers. Here a
+persistent program holds one row, or one of ``PARTS`` equal parts of it, in shared memory:
 
-    TMA: row r arrives in CHUNKS slots of [CHUNK_ROWS, W] (the row viewed as [N / W, W]), one mbarrier each
-    pass 1: as each slot lands, an elementwise running max in registers (no exponentials, no reductions)
-    one CTA reduction -> the row max; pass 2: elementwise sum of exp2 from shared memory; one reduction -> sum
-    pass 3: each slot to registers, its refill with row r + programs issued at once, then y = e / sum stored
+    TMA: the part arrives in CHUNKS slots of [CHUNK_ROWS, W] (the row viewed as [N / W, W]), one mbarrier each
+    pass 1, as each slot lands: every box row's online max and sum of exp2 (warp-level reductions only)
+    the part's max and sum from its box rows'; with PARTS > 1, the team's exchanged through global memory
+    pass 2: each slot to registers, its refill with the program's next row issued at once, y = e / sum stored
 
-so the row is read from HBM once, two exponentials an element and two CTA reductions a row, and the next row's
-loads stream in while this row's stores go out. LayerNorm is the same machine with a running sum in pass 1 (the
-mean), the sum of squared deviations from shared memory in pass 2 (two-pass variance, exact for offset rows), and
-``(x - mean) * rstd * weight + bias`` in pass 3, weight and bias read from L2 slot by slot. Rows must fit shared
-memory (``row_bytes <= MAX_ROW_BYTES``), be contiguous and have N a multiple of W (the TMA box is at most 256
-elements a side).
+so x is read from HBM once, two exponentials an element, and the next row's loads stream in while this row's
+stores go out. LayerNorm is the same machine with each box row's mean and sum of squared deviations in pass 1
+(exact two-pass over the box row's 256 values in registers, merged across slots and parts by Chan's formula, so
+offset rows keep their precision) and ``(x - mean) * rstd * weight + bias`` in pass 2, weight and bias read from L2
+slot by slot. A row too large for one program is split over a team of ``PARTS`` programs that exchange their
+partials with ``kernelscope.teams``' protocol (publish, atomic arrival, bounded spin, poison on release); the grid
+is whole teams, all resident at once. Rows must be contiguous with N a multiple of W (the TMA box is at most 256
+elements a side), and a part must fit ``MAX_ROW_BYTES``.
+
+The first version (session 22) kept an elementwise max as the slots landed and took the sum of exponentials in a
+second pass over shared memory; on an H100 it trailed ``triton_online`` because nothing of the program's own was
+in flight during that pass (docs/kernel-notes.md, "Session 22"). The online box-row statistics remove that pass.
 
 Gluon kernels do not run on Triton's interpreter: on the CPU this module is built offline for sm_90a by the tests
 (tests/test_rows_gluon.py); it runs on a GPU of compute capability 9.x, checked by feature.
@@ -28,8 +35,9 @@ import math
 
 import torch
 
-from kernelscope import runtime
+from kernelscope.gluon import hopper_reason
 from kernelscope.spec import Shape, element_size
+from kernelscope.teams import SplitWorkspace, launch_resident, split_grid
 
 try:  # Gluon and its Hopper ops, by feature
     from triton.experimental import gluon
@@ -45,16 +53,25 @@ except ImportError:  # pragma: no cover - a Triton without Gluon's Hopper module
 LOG2E = gl.constexpr(math.log2(math.e)) if HAS_GLUON_HOPPER else math.log2(math.e)
 #: the row viewed as [N / W, W]: W elements a box row (a TMA box is at most 256 elements a side)
 W = 256
-#: shared memory a row may take: the 227 KB a block may opt into, less room for the reductions' scratch
+#: shared memory one program's part of a row may take: the 227 KB a block may opt into, less room for scratch
 MAX_ROW_BYTES = 192 * 1024
-#: the config spaces: rows of the [CHUNK_ROWS, W] slots, warps. Each config builds offline for sm_90a without spills
-#: at N = 65536 in 16 bits and 8192 in fp32 (tests/test_rows_gluon.py); those that spilled are left out: softmax on
-#: 8 warps (4-8 B) and on 64-row slots in bf16 (20 B), layernorm on 16-row slots with 16 warps in bf16 (16 B). The
-#: second config of each has 16-row slots: two slots a row from N = 8192 on, which the negative controls need.
+#: the most programs a row may be split over (powers of two; a team waits for all of its programs, so they must be
+#: resident at once, which ``kernelscope.teams`` sizes the grid for)
+MAX_PARTS = 16
+#: the least shared memory a part should fill: below it a program moves too little between its team's barriers
+MIN_PART_BYTES = 32 * 1024
+#: the slots and warps of a program (rows of the [CHUNK_ROWS, W] slots, warps), crossed with every PARTS a shape
+#: allows (``parts_options``). Each builds offline for sm_90a without spills at every split of N = 65536 and 262144
+#: (16-bit and fp32) and of 8192 in fp32 (tests/test_rows_gluon.py); layernorm's 16-row slots on 8 warps spilled
+#: 8 B at fp32 262144 split 8 ways and are left out. The second of each has 16-row slots: two slots a part from
+#: N = 8192 on, which the negative controls need.
 CONFIGS = {
-    "softmax": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 16)]],
-    "layernorm": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 8), (32, 8), (64, 16)]],
+    "softmax": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 16), (32, 8)]],
+    "layernorm": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 16), (32, 8)]],
 }
+#: spin bound of the team barrier (``kernelscope.teams`` says why it is bounded: a program that gives up reads the
+#: NaN that poisons unpublished partials, so a wrong result is recorded instead of a job hanging)
+MAX_SPINS = gl.constexpr(1 << 16) if HAS_GLUON_HOPPER else 1 << 16
 
 
 def _gluon_jit(fn):
@@ -65,69 +82,115 @@ _constexpr = gl.constexpr if HAS_GLUON_HOPPER else object
 
 
 @_gluon_jit
-def _load_first_rows(x_desc, CHUNK_ROWS: _constexpr, CHUNKS: _constexpr):
-    """The row's slots and their mbarriers, with this program's first row on its way into them."""
+def _load_first(x_desc, unit, CHUNK_ROWS: _constexpr, CHUNKS: _constexpr):
+    """The part's slots and their mbarriers, with this program's first unit (row x PARTS + part) on its way in."""
     slots = gl.allocate_shared_memory(x_desc.dtype, [CHUNKS, CHUNK_ROWS, x_desc.block_type.shape[1]], x_desc.layout)
     bars = gl.allocate_shared_memory(gl.int64, [CHUNKS, 1], mbarrier.MBarrierLayout())
     for c in gl.static_range(CHUNKS):
         mbarrier.init(bars.index(c), count=1)
     for c in gl.static_range(CHUNKS):
-        _refill(x_desc, slots, bars, c, gl.program_id(0), True, CHUNK_ROWS, CHUNKS)
+        _refill(x_desc, slots, bars, c, unit, True, CHUNK_ROWS, CHUNKS)
     return slots, bars
 
 
 @_gluon_jit
-def _refill(x_desc, slots, bars, c, row, pred, CHUNK_ROWS: _constexpr, CHUNKS: _constexpr):
-    """Slot ``c`` of ``row`` into shared memory by TMA (where ``pred``), its arrival completing the slot's barrier."""
+def _refill(x_desc, slots, bars, c, unit, pred, CHUNK_ROWS: _constexpr, CHUNKS: _constexpr):
+    """Slot ``c`` of ``unit`` into shared memory by TMA (where ``pred``), its arrival completing the slot's barrier."""
     fence_async_shared()  # any generic-proxy read of the slot before this async-proxy write
     mbarrier.expect(bars.index(c), x_desc.block_type.nbytes, pred=pred)
     tma.async_copy_global_to_shared(
-        x_desc, [(row * CHUNKS + c) * CHUNK_ROWS, 0], bars.index(c), slots.index(c), pred=pred
+        x_desc, [(unit * CHUNKS + c) * CHUNK_ROWS, 0], bars.index(c), slots.index(c), pred=pred
     )
+
+
+@_gluon_jit
+def _team_partials(stats_ptr, arrived_ptr, row, part, a, b, PARTS: _constexpr, num_warps: _constexpr):
+    """Publish this program's partials ``(a, b)`` of ``row``, wait until the team's ``PARTS`` programs have, and
+    return all of them as two [PARTS] vectors; then count this program as a reader (the last reader poisons the
+    partials with NaN and zeroes the count, so the next launch starts from the same state without a fill kernel).
+    The protocol of ``kernelscope.teams``, in Gluon."""
+    row_stats = stats_ptr + row * (2 * PARTS)
+    gl.store(row_stats + part, a)
+    gl.store(row_stats + PARTS + part, b)
+    gl.barrier()  # every thread's stores before the one thread's releasing atomic
+    arrived = gl.atomic_add(arrived_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
+    spins = 0
+    while (arrived < PARTS) & (spins < MAX_SPINS):
+        arrived = gl.atomic_add(arrived_ptr + row, 0, sem="acquire", scope="gpu")
+        spins += 1
+    gl.barrier()
+    parts = gl.arange(0, PARTS, layout=gl.BlockedLayout([1], [32], [num_warps], [0]))
+    pa = gl.load(row_stats + parts, volatile=True)  # straight from L2, never a stale L1 line
+    pb = gl.load(row_stats + PARTS + parts, volatile=True)
+    gl.barrier()  # every read of the partials before this program counts itself a reader
+    readers = gl.atomic_add(arrived_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
+    if readers == 2 * PARTS:
+        gl.store(row_stats + parts, gl.full([PARTS], float("nan"), gl.float32, parts.type.layout))
+        gl.store(row_stats + PARTS + parts, gl.full([PARTS], float("nan"), gl.float32, parts.type.layout))
+        gl.atomic_xchg(arrived_ptr + row, 0, sem="release", scope="gpu")
+    return pa, pb
 
 
 @_gluon_jit
 def _softmax_smem_kernel(
     x_desc,
     y_ptr,
+    stats_ptr,
+    arrived_ptr,
     M,
     CHUNK_ROWS: _constexpr,
     CHUNKS: _constexpr,
+    PARTS: _constexpr,
     VEC: _constexpr,
     SKIP_LAST_CHUNK_IN_SUM: _constexpr,
     num_warps: _constexpr,
 ):
     dtype: gl.constexpr = x_desc.dtype
     BOX_W: gl.constexpr = x_desc.block_type.shape[1]
-    ROW: gl.constexpr = CHUNKS * CHUNK_ROWS * BOX_W
-    # 16-byte vectors, a warp along a box row: conflict-free reads of the unswizzled slots, coalesced stores
+    PART: gl.constexpr = CHUNKS * CHUNK_ROWS * BOX_W
+    # 16-byte vectors, a warp along a box row: conflict-free reads of the unswizzled slots, coalesced stores, and
+    # each box row's max and sum a warp-level reduction
     layout: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [num_warps, 1], [1, 0])
-    slots, bars = _load_first_rows(x_desc, CHUNK_ROWS, CHUNKS)
+    box_rows: gl.constexpr = gl.SliceLayout(1, layout)
     pid = gl.program_id(0)
-    programs = gl.num_programs(0)
-    offs = gl.expand_dims(gl.arange(0, CHUNK_ROWS, layout=gl.SliceLayout(1, layout)), 1) * BOX_W + gl.expand_dims(
+    part = pid % PARTS
+    team = pid // PARTS
+    teams = gl.num_programs(0) // PARTS
+    slots, bars = _load_first(x_desc, team * PARTS + part, CHUNK_ROWS, CHUNKS)
+    offs = gl.expand_dims(gl.arange(0, CHUNK_ROWS, layout=box_rows), 1) * BOX_W + gl.expand_dims(
         gl.arange(0, BOX_W, layout=gl.SliceLayout(0, layout)), 0
     )
     phase = 0
-    for row in range(pid, M, programs):
-        # pass 1, as the slots land: an elementwise running max, reduced once
-        m_acc = gl.full([CHUNK_ROWS, BOX_W], -float("inf"), gl.float32, layout)
+    for row in range(team, M, teams):
+        # pass 1, as the slots land: each box row's running max and sum of exponentials (online, in log2 units)
+        m_run = gl.full([CHUNK_ROWS], -float("inf"), gl.float32, box_rows)
+        s_run = gl.zeros([CHUNK_ROWS], gl.float32, box_rows)
         for c in gl.static_range(CHUNKS):
             mbarrier.wait(bars.index(c), phase)
-            m_acc = gl.maximum(m_acc, slots.index(c).load(layout).to(gl.float32))
-        m_row = gl.max(gl.max(m_acc, axis=1), axis=0) * LOG2E
-        # pass 2, from shared memory: an elementwise sum of exp2, reduced once
-        s_acc = gl.zeros([CHUNK_ROWS, BOX_W], gl.float32, layout)
-        for c in gl.static_range(CHUNKS - 1 if SKIP_LAST_CHUNK_IN_SUM else CHUNKS):
-            x = slots.index(c).load(layout).to(gl.float32)
-            s_acc += gl.exp2(x * LOG2E - m_row)
-        inv_sum = 1.0 / gl.sum(gl.sum(s_acc, axis=1), axis=0)
-        # pass 3: each slot to registers, refilled with this program's next row at once, then normalised and stored
-        nxt = row + programs
-        base = y_ptr + row.to(gl.int64) * ROW
+            x = slots.index(c).load(layout).to(gl.float32) * LOG2E
+            m_new = gl.maximum(m_run, gl.max(x, axis=1))
+            m_sub = gl.where(m_new == -float("inf"), 0.0, m_new)  # a box row of -inf so far: nothing to rescale
+            s_run = s_run * gl.exp2(m_run - m_sub)
+            if not (SKIP_LAST_CHUNK_IN_SUM and c == CHUNKS - 1):
+                s_run += gl.sum(gl.exp2(x - gl.expand_dims(m_sub, 1)), axis=1)
+            m_run = m_new
+        # the part's max and sum from its box rows', then (split rows) the row's from its team's parts
+        m_part = gl.max(m_run, axis=0)
+        s_part = gl.sum(s_run * gl.exp2(m_run - gl.where(m_part == -float("inf"), 0.0, m_part)), axis=0)
+        if PARTS > 1:
+            pm, ps = _team_partials(stats_ptr, arrived_ptr, row, part, m_part, s_part, PARTS, num_warps)
+            m_row = gl.max(pm, axis=0)
+            s_row = gl.sum(ps * gl.exp2(pm - gl.where(m_row == -float("inf"), 0.0, m_row)), axis=0)
+        else:
+            m_row = m_part
+            s_row = s_part
+        inv_sum = 1.0 / s_row
+        # pass 2: each slot to registers, refilled with this program's next unit at once, normalised and stored
+        nxt = row + teams
+        base = y_ptr + row.to(gl.int64) * (PARTS * PART) + part * PART
         for c in gl.static_range(CHUNKS):
             x = slots.index(c).load(layout).to(gl.float32)
-            _refill(x_desc, slots, bars, c, nxt, nxt < M, CHUNK_ROWS, CHUNKS)
+            _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
             y = gl.exp2(x * LOG2E - m_row) * inv_sum
             gl.store(base + c * CHUNK_ROWS * BOX_W + offs, y.to(dtype))
         phase ^= 1
@@ -142,47 +205,66 @@ def _layernorm_smem_kernel(
     y_ptr,
     w_ptr,
     b_ptr,
+    stats_ptr,
+    arrived_ptr,
     M,
     eps,
     CHUNK_ROWS: _constexpr,
     CHUNKS: _constexpr,
+    PARTS: _constexpr,
     VEC: _constexpr,
     SKIP_LAST_CHUNK_IN_SUM: _constexpr,
     num_warps: _constexpr,
 ):
     dtype: gl.constexpr = x_desc.dtype
     BOX_W: gl.constexpr = x_desc.block_type.shape[1]
-    ROW: gl.constexpr = CHUNKS * CHUNK_ROWS * BOX_W
+    PART: gl.constexpr = CHUNKS * CHUNK_ROWS * BOX_W
     layout: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [num_warps, 1], [1, 0])
-    slots, bars = _load_first_rows(x_desc, CHUNK_ROWS, CHUNKS)
+    box_rows: gl.constexpr = gl.SliceLayout(1, layout)
     pid = gl.program_id(0)
-    programs = gl.num_programs(0)
-    offs = gl.expand_dims(gl.arange(0, CHUNK_ROWS, layout=gl.SliceLayout(1, layout)), 1) * BOX_W + gl.expand_dims(
+    part = pid % PARTS
+    team = pid // PARTS
+    teams = gl.num_programs(0) // PARTS
+    slots, bars = _load_first(x_desc, team * PARTS + part, CHUNK_ROWS, CHUNKS)
+    offs = gl.expand_dims(gl.arange(0, CHUNK_ROWS, layout=box_rows), 1) * BOX_W + gl.expand_dims(
         gl.arange(0, BOX_W, layout=gl.SliceLayout(0, layout)), 0
     )
     phase = 0
-    for row in range(pid, M, programs):
-        # pass 1, as the slots land: an elementwise running sum, reduced once -> the mean
-        s_acc = gl.zeros([CHUNK_ROWS, BOX_W], gl.float32, layout)
-        for c in gl.static_range(CHUNKS - 1 if SKIP_LAST_CHUNK_IN_SUM else CHUNKS):
-            mbarrier.wait(bars.index(c), phase)
-            s_acc += slots.index(c).load(layout).to(gl.float32)
-        if SKIP_LAST_CHUNK_IN_SUM:  # the negative control still waits for the slot it leaves out
-            mbarrier.wait(bars.index(CHUNKS - 1), phase)
-        mean = gl.sum(gl.sum(s_acc, axis=1), axis=0) / ROW
-        # pass 2, from shared memory: the squared deviations from the mean (two-pass variance), reduced once
-        q_acc = gl.zeros([CHUNK_ROWS, BOX_W], gl.float32, layout)
+    for row in range(team, M, teams):
+        # pass 1, as the slots land: each box row's mean and sum of squared deviations, exact two-pass over the
+        # box row in registers, merged slot by slot (Chan et al.: equal counts, so the weights are constants)
+        mean_run = gl.zeros([CHUNK_ROWS], gl.float32, box_rows)
+        m2_run = gl.zeros([CHUNK_ROWS], gl.float32, box_rows)
         for c in gl.static_range(CHUNKS):
-            d = slots.index(c).load(layout).to(gl.float32) - mean
-            q_acc += d * d
-        rstd = gl.rsqrt(gl.sum(gl.sum(q_acc, axis=1), axis=0) / ROW + eps)
-        # pass 3: each slot to registers, refilled at once, then the affine step with weight and bias from L2
-        nxt = row + programs
-        base = y_ptr + row.to(gl.int64) * ROW
+            mbarrier.wait(bars.index(c), phase)
+            x = slots.index(c).load(layout).to(gl.float32)
+            if SKIP_LAST_CHUNK_IN_SUM and c == CHUNKS - 1:  # the negative control: zeros in the last slot's place
+                x = x * 0.0
+            box_mean = gl.sum(x, axis=1) / BOX_W
+            d = x - gl.expand_dims(box_mean, 1)
+            delta = box_mean - mean_run
+            mean_run = mean_run + delta * (1.0 / (c + 1))
+            m2_run = m2_run + gl.sum(d * d, axis=1) + delta * delta * (c * BOX_W / (c + 1))
+        # the part's from its box rows' (CHUNKS x BOX_W values each), then the row's from its team's parts
+        mean_part = gl.sum(mean_run, axis=0) / CHUNK_ROWS
+        dm = mean_run - mean_part
+        m2_part = gl.sum(m2_run, axis=0) + (CHUNKS * BOX_W) * gl.sum(dm * dm, axis=0)
+        if PARTS > 1:
+            pmean, pm2 = _team_partials(stats_ptr, arrived_ptr, row, part, mean_part, m2_part, PARTS, num_warps)
+            mean = gl.sum(pmean, axis=0) / PARTS
+            dp = pmean - mean
+            m2 = gl.sum(pm2, axis=0) + PART * gl.sum(dp * dp, axis=0)
+        else:
+            mean = mean_part
+            m2 = m2_part
+        rstd = gl.rsqrt(m2 / (PARTS * PART) + eps)
+        # pass 2: each slot to registers, refilled at once, then the affine step with weight and bias from L2
+        nxt = row + teams
+        base = y_ptr + row.to(gl.int64) * (PARTS * PART)
         for c in gl.static_range(CHUNKS):
             x = slots.index(c).load(layout).to(gl.float32)
-            _refill(x_desc, slots, bars, c, nxt, nxt < M, CHUNK_ROWS, CHUNKS)
-            cols = c * CHUNK_ROWS * BOX_W + offs
+            _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
+            cols = part * PART + c * CHUNK_ROWS * BOX_W + offs
             w = gl.load(w_ptr + cols).to(gl.float32)
             b = gl.load(b_ptr + cols).to(gl.float32)
             gl.store(base + cols, ((x - mean) * rstd * w + b).to(dtype))
@@ -198,14 +280,7 @@ MIN_N = 8192
 
 def feature_reason() -> str | None:
     """Why gluon_smem cannot run on this Triton and device, or None (by feature, not version)."""
-    if not HAS_GLUON_HOPPER:
-        return "this Triton has no triton.experimental.gluon Hopper module (tma, mbarrier)"
-    limits = runtime.device_limits()
-    if limits["interpreter"]:
-        return "Gluon kernels do not run on Triton's interpreter (on the CPU the tests build gluon_smem offline)"
-    if tuple(limits["capability"])[0] != 9:
-        return f"built and checked for sm_90 (TMA from Gluon's Hopper module); the device has {limits['capability']}"
-    return None
+    return hopper_reason("gluon_smem", HAS_GLUON_HOPPER, "TMA, mbarriers")
 
 
 def supports(shape: Shape, dtype: torch.dtype) -> str | None:
@@ -217,50 +292,80 @@ def supports(shape: Shape, dtype: torch.dtype) -> str | None:
     return shape_reason(shape["N"], element_size(dtype)) or feature_reason()
 
 
+def parts_options(n_cols: int, element_size: int) -> list[int]:
+    """The programs a row may be split over: powers of two up to ``MAX_PARTS`` that divide its box rows, with a part
+    that fits ``MAX_ROW_BYTES``; parts under ``MIN_PART_BYTES`` only where nothing larger fits."""
+    fits = [
+        p
+        for p in (1 << i for i in range(MAX_PARTS.bit_length()))
+        if (n_cols // W) % p == 0 and n_cols * element_size // p <= MAX_ROW_BYTES
+    ]
+    return [p for p in fits if n_cols * element_size // p >= MIN_PART_BYTES] or fits[:1]
+
+
 def configs_for(kernel: str):
-    """The variant's ``configs`` for ``kernel`` ("softmax" or "layernorm")."""
-    return lambda shape, dtype: [dict(c) for c in CONFIGS[kernel]]
+    """The variant's ``configs`` for ``kernel`` ("softmax" or "layernorm"): its slots and warps at every split."""
+
+    def configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+        parts = parts_options(shape["N"], element_size(dtype)) or [1]
+        return [dict(c, PARTS=p) for p in parts for c in CONFIGS[kernel]]
+
+    return configs
 
 
 def default_for(kernel: str, index: int = 0):
-    """The variant's ``default_config``; ``index=1``: the negative controls' (16-row slots, two a row at 8192)."""
-    return lambda shape, dtype: dict(CONFIGS[kernel][index])
+    """The variant's ``default_config``: the fewest parts that fit (no team barrier where a row fits one program);
+    ``index=1``: the negative controls' (16-row slots, two or more a part from N = 8192 on)."""
+
+    def default(shape: Shape | None, dtype: torch.dtype | None) -> dict:
+        parts = parts_options(shape["N"], element_size(dtype)) if shape is not None else []
+        return dict(CONFIGS[kernel][index], PARTS=(parts or [1])[0])
+
+    return default
 
 
 def prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
-    """The variant's ``prune``: slots that do not divide the row, or leave warps idle."""
-    return config_reason(config, shape["N"])
+    """The variant's ``prune``: parts that do not fit, slots that do not divide the part, or idle warps."""
+    return config_reason(config, shape["N"], element_size(dtype))
 
 
 def checked_config(x: torch.Tensor, out: torch.Tensor, config, kernel: str) -> dict:
     """``config`` (or the kernel's default) after the checks a launch needs, each failing with a ValueError that
-    names what is wrong: the device and Triton, the row's size, contiguity, the slots."""
+    names what is wrong: the device and Triton, the row's size, contiguity, the split and the slots."""
     reason = feature_reason() or shape_reason(x.shape[1], x.element_size())
     if reason:
         raise ValueError(f"gluon_smem cannot run here: {reason}")
     if not (x.is_contiguous() and out.is_contiguous()):
         raise ValueError(f"gluon_smem needs contiguous rows; x has strides {x.stride()}, out {out.stride()}")
-    config = dict(config or CONFIGS[kernel][0])
-    bad = config_reason(config, x.shape[1])
+    if config is None:
+        config = default_for(kernel)(Shape({"M": x.shape[0], "N": x.shape[1]}, "launch"), x.dtype)
+    config = {"PARTS": 1, **config}
+    bad = config_reason(config, x.shape[1], x.element_size())
     if bad:
         raise ValueError(f"gluon_smem config {config}: {bad}")
     return config
 
 
 def shape_reason(n_cols: int, element_size: int) -> str | None:
-    """Why rows of ``n_cols`` elements cannot be resident in shared memory here, or None."""
+    """Why rows of ``n_cols`` elements cannot be held in shared memory by a team of programs here, or None."""
     if n_cols % W:
         return f"N = {n_cols} is not a multiple of {W} (the row is viewed as [N / {W}, {W}] TMA boxes)"
-    if n_cols * element_size > MAX_ROW_BYTES:
-        return f"a row of {n_cols * element_size} B does not fit the {MAX_ROW_BYTES} B of shared memory a row may take"
+    if not parts_options(n_cols, element_size):
+        return (
+            f"a row of {n_cols * element_size} B does not split into at most {MAX_PARTS} parts of whole box rows "
+            f"that fit the {MAX_ROW_BYTES} B of shared memory a part may take"
+        )
     return None
 
 
-def config_reason(config, n_cols: int) -> str | None:
-    """Why this config cannot split rows of ``n_cols`` elements into slots, or None."""
-    box_rows = n_cols // W
+def config_reason(config, n_cols: int, element_size: int) -> str | None:
+    """Why this config cannot split rows of ``n_cols`` elements into parts and slots, or None."""
+    parts = int(config.get("PARTS", 1))
+    if parts not in parts_options(n_cols, element_size):
+        return f"PARTS={parts} is not one of {parts_options(n_cols, element_size)} for a row of {n_cols} elements"
+    box_rows = n_cols // W // parts
     if box_rows % config["CHUNK_ROWS"]:
-        return f"{box_rows} box rows a row do not split into slots of {config['CHUNK_ROWS']}"
+        return f"{box_rows} box rows a part do not split into slots of {config['CHUNK_ROWS']}"
     if config["CHUNK_ROWS"] < config["num_warps"]:
         return f"{config['CHUNK_ROWS']} box rows a slot for {config['num_warps']} warps: idle warps"
     return None
@@ -273,16 +378,17 @@ def descriptor(x: torch.Tensor, chunk_rows: int) -> TensorDescriptor:
     return TensorDescriptor.from_tensor(x.view(-1, W), [chunk_rows, W], layout)
 
 
-def programs_per_sm(row_bytes: int, num_warps: int, shared_per_sm: int = 228 * 1024) -> int:
-    """Programs an SM holds at once: by shared memory (one row each, and 1 KB the block reserves) and threads."""
-    return max(1, min(shared_per_sm // (row_bytes + 1024), 2048 // (32 * num_warps)))
+def programs_per_sm(part_bytes: int, num_warps: int, shared_per_sm: int = 228 * 1024) -> int:
+    """Programs an SM holds at once by shared memory (one part each, and 1 KB the block reserves) and threads; the
+    registers are checked on the compiled kernel (``kernelscope.teams.launch_resident``)."""
+    return max(1, min(shared_per_sm // (part_bytes + 1024), 2048 // (32 * num_warps)))
 
 
 def launch(
     x: torch.Tensor,
     out: torch.Tensor,
     config,
-    num_sms: int,
+    limits,
     *,
     skip_last_chunk_in_sum: bool = False,
     weight: torch.Tensor | None = None,
@@ -290,30 +396,32 @@ def launch(
     eps: float = 1e-5,
 ):
     """The closure that runs the softmax kernel (or, given ``weight`` and ``bias``, the LayerNorm kernel) on a
-    contiguous [M, N] ``x`` into contiguous ``out``; the descriptor is built here, once."""
+    contiguous [M, N] ``x`` into contiguous ``out``. The descriptor and the team workspace are built here, once; the
+    grid (whole teams, all resident at once) is sized on the first call from the compiled kernel."""
     n_rows, n_cols = x.shape
-    chunk_rows, warps = int(config["CHUNK_ROWS"]), int(config["num_warps"])
+    chunk_rows, warps, parts = int(config["CHUNK_ROWS"]), int(config["num_warps"]), int(config.get("PARTS", 1))
     desc = descriptor(x, chunk_rows)
-    chunks = n_cols // W // chunk_rows
-    grid = (min(n_rows, num_sms * programs_per_sm(n_cols * x.element_size(), warps)),)
+    work = SplitWorkspace(n_rows, parts, x.device)
     params = dict(
         CHUNK_ROWS=chunk_rows,
-        CHUNKS=chunks,
+        CHUNKS=n_cols // W // parts // chunk_rows,
+        PARTS=parts,
         VEC=16 // x.element_size(),
         SKIP_LAST_CHUNK_IN_SUM=skip_last_chunk_in_sum,
         num_warps=warps,
     )
-
+    per_sm = programs_per_sm(n_cols * x.element_size() // parts, warps)
     if weight is not None:
-
-        def run() -> torch.Tensor:
-            _layernorm_smem_kernel[grid](desc, out, weight, bias, n_rows, eps, **params)
-            return out
-
-        return run
-
-    def run() -> torch.Tensor:
-        _softmax_smem_kernel[grid](desc, out, n_rows, **params)
-        return out
-
+        kernel, args = _layernorm_smem_kernel, (desc, out, weight, bias, work.stats, work.arrived, n_rows, eps)
+    else:
+        kernel, args = _softmax_smem_kernel, (desc, out, work.stats, work.arrived, n_rows)
+    run = launch_resident(
+        kernel,
+        args,
+        params,
+        limits,
+        lambda resident: (split_grid(n_rows, parts, per_sm, resident, limits["num_sms"]),),
+        out,
+    )
+    run.workspace = work
     return run

@@ -57,6 +57,7 @@ from kernels import _attention_gluon as gluon_flash
 from kernelscope import runtime
 from kernelscope import tma as descriptors
 from kernelscope.baselines import compiled
+from kernelscope.gluon import hopper_reason
 from kernelscope.spec import (
     Declined,
     Implementation,
@@ -610,17 +611,7 @@ GLUON_HEAD_DIMS = (64, 128)
 
 def _gluon_feature_reason() -> str | None:
     """Why ``gluon_flash`` cannot run on this Triton and device, or None (by feature, not version)."""
-    if not gluon_flash.HAS_GLUON_HOPPER:
-        return "this Triton has no triton.experimental.gluon Hopper module (warpgroup_mma, tma, mbarrier)"
-    limits = runtime.device_limits()
-    if limits["interpreter"]:
-        return (
-            "Gluon kernels do not run on Triton's interpreter (on the CPU the tests build gluon_flash offline "
-            "for sm_90a instead)"
-        )
-    if tuple(limits["capability"])[0] != 9:
-        return f"warpgroup MMA (wgmma) is sm_90 only; the device has compute capability {limits['capability']}"
-    return None
+    return hopper_reason("gluon_flash", gluon_flash.HAS_GLUON_HOPPER, "warpgroup MMA, TMA, mbarriers")
 
 
 def _gluon_supports(shape: Shape, dtype: torch.dtype) -> str | None:

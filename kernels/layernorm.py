@@ -26,11 +26,11 @@ Variants:
   registers hold the row alone.
 
 * ``gluon_smem`` — Hopper only, in Gluon (``kernels/_rows_gluon.py``, shared with softmax): a persistent program
-  holds a whole row in shared memory, filled by TMA slot by slot; the mean from an elementwise sum as the slots
-  land, the variance from the squared deviations re-read from shared memory (two passes, one reduction each),
-  then the affine step slot by slot while each slot's refill with the next row is in flight. x is read from HBM
-  once. Rows up to 192 KB, contiguous, N a multiple of 256 and at least 8192; GPU only (the tests build it
-  offline).
+  holds a row, or its part of a row split over a team, in shared memory, filled by TMA slot by slot; as the slots
+  land, each box row's mean and sum of squared deviations (exact two-pass over the box row in registers, merged
+  slot by slot), the parts' exchanged through global memory; then the affine step slot by slot while each slot's
+  refill with the next row is in flight. x is read from HBM once. Contiguous rows, N a multiple of 256 and at
+  least 8192; GPU only (the tests build it offline).
 
 Invariants: ``xhat = (y - bias) / weight`` (weight is drawn in [0.5, 1.5], so the division is well
 conditioned) must have, per row, mean 0 and variance var / (var + eps).
@@ -1002,7 +1002,7 @@ def _prepare_gluon_smem(inputs: Inputs, out: torch.Tensor, config, skip_last_chu
         x,
         out,
         gluon_smem.checked_config(x, out, config, "layernorm"),
-        device_limits()["num_sms"],
+        device_limits(),
         skip_last_chunk_in_sum=skip_last_chunk_in_sum,
         weight=inputs["weight"],
         bias=inputs["bias"],
@@ -1011,9 +1011,12 @@ def _prepare_gluon_smem(inputs: Inputs, out: torch.Tensor, config, skip_last_chu
 
 
 def _gluon_smem_sum_skips_a_slot(inputs: Inputs, out, config):
-    """Negative control: gluon_smem whose mean leaves out the row's last slot (divided by N all the same)."""
-    # slots of 16 box rows (the second config): two or more a row from N = 8192 on, so there is a last one
-    config = gluon_smem.default_for("layernorm", 1)(None, None)
+    """Negative control: gluon_smem whose mean and variance see zeros in place of each part's last slot."""
+    # slots of 16 box rows (the second config): two or more a part from N = 8192 on, so there is a last one
+    x = inputs["x"]
+    config = gluon_smem.default_for("layernorm", 1)(
+        Shape({"M": x.shape[0], "N": x.shape[1]}, "negative control"), x.dtype
+    )
     return _prepare_gluon_smem(inputs, out, config, skip_last_chunk_in_sum=True)
 
 
@@ -1179,9 +1182,10 @@ KERNEL = KernelSpec(
             "gluon_smem",
             "triton",
             _prepare_gluon_smem,
-            description="Hopper, in Gluon: persistent programs each holding a whole row in shared memory, filled by "
-            "TMA; mean and two-pass variance with one reduction each, the affine step while the next row's loads "
-            "are in flight; x read from HBM once (rows up to 192 KB, N a multiple of 256, N >= 8192; GPU only)",
+            description="Hopper, in Gluon: persistent programs each holding a row, or its part of a row split over a "
+            "team of up to 16, in shared memory, filled by TMA; each box row's mean and sum of squared deviations "
+            "merged as the slots land, the parts' exchanged through global memory, the affine step while the next "
+            "row's loads are in flight; x read from HBM once (N a multiple of 256, N >= 8192; GPU only)",
             configs=gluon_smem.configs_for("layernorm"),
             default_config=gluon_smem.default_for("layernorm"),
             prune=gluon_smem.prune,
@@ -1263,7 +1267,7 @@ KERNEL = KernelSpec(
             configs=lambda shape, dtype: [gluon_smem.default_for("layernorm", 1)(shape, dtype)],
             default_config=gluon_smem.default_for("layernorm", 1),
             supports=gluon_smem.supports,
-            description="gluon_smem whose mean leaves out the row's last shared-memory slot",
+            description="gluon_smem whose statistics see zeros in place of each part's last shared-memory slot",
             rejected_for="elements outside atol",
         ),
         Implementation(

@@ -51,12 +51,13 @@ Variants:
   cost more than the third of the traffic it saves, so it is the measured alternative to
   ``triton_online``, run on rows of N >= SPLIT_MIN_N (how it fared on the H200: docs/kernel-notes.md).
 
-* ``gluon_smem`` — Hopper only, in Gluon (``kernels/_rows_gluon.py``): a persistent program holds a whole row in
-  shared memory, filled by TMA in slots with one mbarrier each; an elementwise running max as the slots land, one
-  reduction, an elementwise sum of exp2 from shared memory, one reduction, then each slot is normalised and stored
-  while its refill with the program's next row is already in flight. The row is read from HBM once, with the
-  bytes in flight that TMA gives a single program. Rows that fit (at most ``MAX_ROW_BYTES``), contiguous, N a
-  multiple of 256 and at least 8192; GPU only (Gluon does not run on the interpreter: the tests build it offline).
+* ``gluon_smem`` — Hopper only, in Gluon (``kernels/_rows_gluon.py``): a persistent program holds a row, or its
+  part of a row split over a team of ``PARTS`` programs, in shared memory, filled by TMA in slots with one mbarrier
+  each. As the slots land, each box row's online max and sum of exp2 (warp-level reductions); the parts' max and
+  sum are exchanged through global memory behind ``kernelscope.teams``' barrier; then each slot is normalised and
+  stored while its refill with the program's next row is already in flight. The row is read from HBM once, with
+  the bytes in flight that TMA gives. Contiguous rows, N a multiple of 256 and at least 8192, a part of at most
+  ``MAX_ROW_BYTES``; GPU only (Gluon does not run on the interpreter: the tests build it offline).
 
 Negative controls: ``naive_no_max`` (no max subtraction: exp overflows on large logits),
 ``aligned_no_tail`` (``triton_row`` at ``aligned=1`` without the tail after the aligned body),
@@ -993,13 +994,16 @@ def _prepare_gluon_smem(inputs: Inputs, out: torch.Tensor, config, skip_last_chu
     x = inputs["x"]
     _check_rows(x, out)
     config = gluon_smem.checked_config(x, out, config, "softmax")
-    return gluon_smem.launch(x, out, config, device_limits()["num_sms"], skip_last_chunk_in_sum=skip_last_chunk_in_sum)
+    return gluon_smem.launch(x, out, config, device_limits(), skip_last_chunk_in_sum=skip_last_chunk_in_sum)
 
 
 def _gluon_smem_sum_skips_a_slot(inputs: Inputs, out, config):
-    """Negative control: gluon_smem whose sum leaves out the row's last slot (the max still sees it)."""
-    # slots of 16 box rows (the second config): two or more a row from N = 8192 on, so there is a last one
-    config = gluon_smem.default_for("softmax", 1)(None, None)
+    """Negative control: gluon_smem whose sum leaves out each part's last slot (the max still sees it)."""
+    # slots of 16 box rows (the second config): two or more a part from N = 8192 on, so there is a last one
+    x = inputs["x"]
+    config = gluon_smem.default_for("softmax", 1)(
+        Shape({"M": x.shape[0], "N": x.shape[1]}, "negative control"), x.dtype
+    )
     return _prepare_gluon_smem(inputs, out, config, skip_last_chunk_in_sum=True)
 
 
@@ -1162,9 +1166,10 @@ KERNEL = KernelSpec(
             "gluon_smem",
             "triton",
             _prepare_gluon_smem,
-            description="Hopper, in Gluon: persistent programs each holding a whole row in shared memory, filled by "
-            "TMA; an elementwise max and sum with one reduction each, the next row's loads in flight while this "
-            "row is stored; read from HBM once (rows up to 192 KB, N a multiple of 256, N >= 8192; GPU only)",
+            description="Hopper, in Gluon: persistent programs each holding a row, or its part of a row split over a "
+            "team of up to 16, in shared memory, filled by TMA; each box row's online max and sum as the slots "
+            "land, the parts' exchanged through global memory, the next row's loads in flight while this row is "
+            "stored; read from HBM once (N a multiple of 256, N >= 8192; GPU only)",
             configs=gluon_smem.configs_for("softmax"),
             default_config=gluon_smem.default_for("softmax"),
             prune=gluon_smem.prune,
@@ -1233,7 +1238,7 @@ KERNEL = KernelSpec(
             configs=lambda shape, dtype: [gluon_smem.default_for("softmax", 1)(shape, dtype)],
             default_config=gluon_smem.default_for("softmax", 1),
             supports=gluon_smem.supports,
-            description="gluon_smem whose sum leaves out the row's last shared-memory slot",
+            description="gluon_smem whose sum leaves out each part's last shared-memory slot",
             rejected_for="elements outside atol",
         ),
         Implementation(

@@ -14,6 +14,7 @@ import torch
 import helpers
 from kernels import _rows_gluon as sg
 from kernels import layernorm, softmax
+from kernelscope import runtime
 from kernelscope.spec import Shape
 
 pytestmark = pytest.mark.skipif(not sg.HAS_GLUON_HOPPER, reason="this Triton has no Gluon Hopper module")
@@ -27,24 +28,27 @@ for build in json.loads(sys.argv[1]):
     config, dtype, n = build["config"], getattr(torch, build["dtype"]), build["N"]
     x = torch.zeros(4, n, dtype=dtype)
     ptr = {torch.float16: "*fp16", torch.bfloat16: "*bf16", torch.float32: "*fp32"}[dtype]
-    sig = {"x_desc": mangle_type(sg.descriptor(x, config["CHUNK_ROWS"])), "y_ptr": ptr, "M": "i32"}
+    team = {"stats_ptr": "*fp32", "arrived_ptr": "*i32"}
+    sig = {"x_desc": mangle_type(sg.descriptor(x, config["CHUNK_ROWS"])), "y_ptr": ptr, **team, "M": "i32"}
     fn = sg._softmax_smem_kernel
     if build["kernel"] == "layernorm":
         fn = sg._layernorm_smem_kernel
-        sig = {"x_desc": sig["x_desc"], "y_ptr": ptr, "w_ptr": ptr, "b_ptr": ptr, "M": "i32", "eps": "fp32"}
-    chunks = n // sg.W // config["CHUNK_ROWS"]
-    const = dict(CHUNK_ROWS=config["CHUNK_ROWS"], CHUNKS=chunks, VEC=16 // x.element_size(),
+        sig = {"x_desc": sig["x_desc"], "y_ptr": ptr, "w_ptr": ptr, "b_ptr": ptr, **team, "M": "i32", "eps": "fp32"}
+    parts = config.get("PARTS", 1)
+    chunks = n // sg.W // parts // config["CHUNK_ROWS"]
+    const = dict(CHUNK_ROWS=config["CHUNK_ROWS"], CHUNKS=chunks, PARTS=parts, VEC=16 // x.element_size(),
                  SKIP_LAST_CHUNK_IN_SUM=build.get("skip", False), num_warps=config["num_warps"])
     sig |= dict.fromkeys(const, "constexpr")
-    pointers = (1, 2, 3) if build["kernel"] == "layernorm" else (1,)
+    pointers = (1, 2, 3, 4, 5) if build["kernel"] == "layernorm" else (1, 2, 3)
     k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=const,
                                       attrs={(i,): [["tt.divisibility", 16]] for i in pointers}),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": config["num_warps"]})
     ptx = k.asm["ptx"]
-    _, spill = ptxas_usage(ptx)
+    regs, spill = ptxas_usage(ptx)
     out.append({"chunks": chunks, "tma": ptx.count("cp.async.bulk.tensor"), "stv4": ptx.count("st.global.v4"),
                 "ex2": ptx.count("ex2.approx"), "add": ptx.count("add.f32") + ptx.count("add.rn.f32"),
                 "fence": ptx.count("fence.proxy.async"), "shared": k.metadata.shared,
+                "atom": ptx.count("atom.global"), "regs": regs, "shfl": ptx.count("shfl.sync"),
                 "spill": spill})
 print(json.dumps({"builds": out}))
 """
@@ -54,25 +58,33 @@ print(json.dumps({"builds": out}))
 SM90_SHARED = 232448
 
 
+#: the builds each kernel's test makes: a row a program and split (16-bit 65536), the widest split (fp32 262144),
+#: and one slot a part (fp32 8192)
+_BUILDS = (("float16", 65536, 2), ("float32", 262144, 4), ("float32", 8192, 4))
+
+
 @pytest.mark.parametrize("kernel", ["softmax", "layernorm"])
-def test_each_row_arrives_by_tma_slot_by_slot_and_no_config_spills(kernel):
-    """The offline sm_90a build of every config at N = 65536 (16-bit) and 8192 (fp32): one TMA copy per slot to
-    start and one refill per slot a row (2 x CHUNKS in the PTX), each refill behind a proxy fence (the module's own;
-    this compiler also places one there without it, the same PTX either way), the stores
-    16 bytes wide, no spills, and the row within a block's shared memory. The negative control's build leaves
-    the last slot out of the sum: less arithmetic (softmax: exponentials; layernorm: additions), the same copies."""
+def test_each_part_arrives_by_tma_slot_by_slot_and_no_config_spills(kernel):
+    """The offline sm_90a build of every config at every split of the rows in _BUILDS: one TMA copy per slot to
+    start and one refill per slot a row (2 x CHUNKS in the PTX), each refill behind a proxy fence, 16-byte stores,
+    no spills, the part within a block's shared memory, and the team's three global atomics (arrival, reader count,
+    reset) exactly where a row is split. The negative control's build leaves the last slot out of the sum: less
+    arithmetic (softmax: exponentials; layernorm: additions), the same copies."""
     builds = [
-        {"config": c, "dtype": dtype, "N": n, "kernel": kernel}
+        {"config": dict(c, PARTS=p), "dtype": dtype, "N": n, "kernel": kernel}
         for c in sg.CONFIGS[kernel]
-        for dtype, n in (("float16", 65536), ("bfloat16", 65536), ("float32", 8192))
-        if not sg.config_reason(c, n)  # what the prune rule leaves (64-row slots do not divide 8192's 32 rows)
+        for dtype, n, size in _BUILDS
+        for p in sg.parts_options(n, size)
+        if not sg.config_reason(dict(c, PARTS=p), n, size)  # what the prune rule leaves
     ]
-    skip = {"config": sg.CONFIGS[kernel][1], "dtype": "float16", "N": 65536, "kernel": kernel}
+    assert {b["config"]["PARTS"] for b in builds} == {1, 2, 4, 8, 16}
+    skip = {"config": dict(sg.CONFIGS[kernel][1], PARTS=2), "dtype": "float16", "N": 65536, "kernel": kernel}
     results = helpers.offline_sm90(_SM90_GLUON_SOFTMAX, [*builds, skip, {**skip, "skip": True}])["builds"]
     for build, r in zip(builds, results[: len(builds)], strict=True):
         assert r["tma"] == 2 * r["chunks"] and r["fence"] >= r["chunks"], (build, r)
         assert r["stv4"] > 0 and r["spill"] == 0, (build, r)
         assert r["shared"] <= sg.MAX_ROW_BYTES + 1024 <= SM90_SHARED, (build, r)
+        assert r["atom"] == (3 if build["config"]["PARTS"] > 1 else 0), (build, r)
     whole, skipped = results[-2:]
     work = "ex2" if kernel == "softmax" else "add"
     assert skipped["tma"] == whole["tma"] and skipped[work] < whole[work], (whole, skipped)
@@ -85,15 +97,27 @@ def test_the_tma_view_is_of_box_rows_of_256_elements():
     assert desc.layout.swizzle_byte_width == 0
 
 
-def test_shapes_configs_and_programs():
-    assert sg.shape_reason(65536, 2) is None
+def test_shapes_parts_configs_and_programs():
+    assert sg.shape_reason(65536, 2) is None and sg.shape_reason(262144, 4) is None
     assert "multiple of 256" in sg.shape_reason(2049, 2)
-    assert "does not fit" in sg.shape_reason(65536, 4) and "does not fit" in sg.shape_reason(262144, 2)
-    assert sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16}, 65536) is None
-    assert "do not split" in sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16}, 8192 - 256 * 16)
-    assert "idle warps" in sg.config_reason({"CHUNK_ROWS": 8, "num_warps": 16}, 65536)
-    # a 128 KB row: one program an SM; a 16 KB row: as many as threads allow (2048 / 512)
-    assert sg.programs_per_sm(128 * 1024, 16) == 1 and sg.programs_per_sm(16 * 1024, 16) == 4
+    assert "does not split" in sg.shape_reason(1 << 22, 4)  # 16 MB rows: parts of 1 MB at most
+    assert "does not split" in sg.shape_reason(256 * 769, 4)  # 769 box rows: no split, and 787 KB for one program
+    # the splits a row may take: parts that fit, none under 32 KB unless nothing larger fits
+    assert sg.parts_options(65536, 2) == [1, 2, 4] and sg.parts_options(65536, 4) == [2, 4, 8]
+    assert sg.parts_options(262144, 4) == [8, 16] and sg.parts_options(8192, 2) == [1]
+    assert sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16, "PARTS": 2}, 65536, 2) is None
+    assert "PARTS=1 is not one of" in sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16}, 65536, 4)
+    assert "do not split" in sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16}, 8192 - 256 * 16, 2)
+    assert "idle warps" in sg.config_reason({"CHUNK_ROWS": 8, "num_warps": 16}, 65536, 2)
+    # every config swept passes the prune rule; the default is the fewest parts, the controls' has 16-row slots
+    shape = _shape(N=262144)
+    configs = sg.configs_for("softmax")(shape, torch.float32)
+    assert {c["PARTS"] for c in configs} == {8, 16} and not any(sg.prune(c, shape, torch.float32, {}) for c in configs)
+    assert sg.default_for("layernorm")(shape, torch.float32)["PARTS"] == 8
+    assert sg.default_for("layernorm", 1)(shape, torch.float16) == {"CHUNK_ROWS": 16, "num_warps": 16, "PARTS": 4}
+    # a 128 KB part: one program an SM; a 64 KB part: three; a 16 KB part: as many as threads allow (2048 / 512)
+    assert sg.programs_per_sm(128 * 1024, 16) == 1 and sg.programs_per_sm(64 * 1024, 16) == 3
+    assert sg.programs_per_sm(16 * 1024, 16) == 4
 
 
 def _shape(**params):
@@ -107,9 +131,9 @@ def test_gluon_smem_sits_out_where_it_cannot_run_and_says_why(monkeypatch):
     assert "interpreter" in sg.supports(_shape(), torch.float16)
     assert "strided rows" in sg.supports(_shape(stride=70000), torch.float16)
     assert "< 8192" in sg.supports(_shape(N=4096), torch.float16)
-    assert "does not fit" in sg.supports(_shape(), torch.float32)
+    assert "does not split" in sg.supports(_shape(N=1 << 22), torch.float32)
     gpu = {"interpreter": False, "capability": (9, 0), "num_sms": 132}
-    monkeypatch.setattr(sg.runtime, "device_limits", lambda: gpu)
+    monkeypatch.setattr(runtime, "device_limits", lambda: gpu)
     assert sg.supports(_shape(), torch.bfloat16) is None
     gpu["capability"] = (8, 0)
     assert "sm_90" in sg.supports(_shape(), torch.bfloat16)
@@ -128,3 +152,5 @@ def test_prepare_refuses_strided_rows_and_bad_slots_by_name(monkeypatch, kernel)
     inputs["x"] = x.contiguous()
     with pytest.raises(ValueError, match="idle warps"):
         kernel._prepare_gluon_smem(inputs, out, {"CHUNK_ROWS": 8, "num_warps": 16})
+    with pytest.raises(ValueError, match="PARTS=3 is not one of"):
+        kernel._prepare_gluon_smem(inputs, out, {"CHUNK_ROWS": 16, "num_warps": 16, "PARTS": 3})
