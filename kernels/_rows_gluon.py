@@ -81,6 +81,19 @@ def _gluon_jit(fn):
 _constexpr = gl.constexpr if HAS_GLUON_HOPPER else object
 
 
+if HAS_GLUON_HOPPER and hasattr(gl, "barrier"):  # the CTA barrier's name, by feature: gl.barrier from triton 3.7
+
+    @gluon.jit
+    def _cta_barrier():
+        gl.barrier()
+
+else:  # triton 3.6's Gluon (the H200 host's stack)
+
+    @_gluon_jit
+    def _cta_barrier():
+        gl.thread_barrier()
+
+
 @_gluon_jit
 def _load_first(x_desc, unit, CHUNK_ROWS: _constexpr, CHUNKS: _constexpr):
     """The part's slots and their mbarriers, with this program's first unit (row x PARTS + part) on its way in."""
@@ -112,17 +125,17 @@ def _team_partials(stats_ptr, arrived_ptr, row, part, a, b, PARTS: _constexpr, n
     row_stats = stats_ptr + row * (2 * PARTS)
     gl.store(row_stats + part, a)
     gl.store(row_stats + PARTS + part, b)
-    gl.barrier()  # every thread's stores before the one thread's releasing atomic
+    _cta_barrier()  # every thread's stores before the one thread's releasing atomic
     arrived = gl.atomic_add(arrived_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
     spins = 0
     while (arrived < PARTS) & (spins < MAX_SPINS):
         arrived = gl.atomic_add(arrived_ptr + row, 0, sem="acquire", scope="gpu")
         spins += 1
-    gl.barrier()
+    _cta_barrier()
     parts = gl.arange(0, PARTS, layout=gl.BlockedLayout([1], [32], [num_warps], [0]))
     pa = gl.load(row_stats + parts, volatile=True)  # straight from L2, never a stale L1 line
     pb = gl.load(row_stats + PARTS + parts, volatile=True)
-    gl.barrier()  # every read of the partials before this program counts itself a reader
+    _cta_barrier()  # every read of the partials before this program counts itself a reader
     readers = gl.atomic_add(arrived_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
     if readers == 2 * PARTS:
         gl.store(row_stats + parts, gl.full([PARTS], float("nan"), gl.float32, parts.type.layout))
