@@ -1014,7 +1014,7 @@ def _gluon_smem_sum_skips_a_slot(inputs: Inputs, out, config):
     """Negative control: gluon_smem whose mean and variance see zeros in place of each part's last slot."""
     # slots of 16 box rows (the second config): two or more a part from N = 8192 on, so there is a last one
     x = inputs["x"]
-    config = gluon_smem.default_for("layernorm", 1)(
+    config = gluon_smem.default_for("layernorm", control=True)(
         Shape({"M": x.shape[0], "N": x.shape[1]}, "negative control"), x.dtype
     )
     return _prepare_gluon_smem(inputs, out, config, skip_last_chunk_in_sum=True)
@@ -1188,8 +1188,8 @@ KERNEL = KernelSpec(
             "row's loads are in flight; x read from HBM once (N a multiple of 256, N >= 8192; GPU only)",
             configs=gluon_smem.configs_for("layernorm"),
             default_config=gluon_smem.default_for("layernorm"),
-            prune=gluon_smem.prune,
-            supports=gluon_smem.supports,
+            prune=gluon_smem.prune_for("layernorm"),
+            supports=gluon_smem.supports_for("layernorm"),
         ),
         Implementation(
             "torch", "eager", _torch_eager, description="torch.nn.functional.layer_norm (ATen)", writes_out=False
@@ -1264,9 +1264,9 @@ KERNEL = KernelSpec(
             "gluon_smem_sum_skips_a_slot",
             "triton",
             _gluon_smem_sum_skips_a_slot,
-            configs=lambda shape, dtype: [gluon_smem.default_for("layernorm", 1)(shape, dtype)],
-            default_config=gluon_smem.default_for("layernorm", 1),
-            supports=gluon_smem.supports,
+            configs=lambda shape, dtype: [gluon_smem.default_for("layernorm", control=True)(shape, dtype)],
+            default_config=gluon_smem.default_for("layernorm", control=True),
+            supports=gluon_smem.supports_for("layernorm"),
             description="gluon_smem whose statistics see zeros in place of each part's last shared-memory slot",
             rejected_for="elements outside atol",
         ),

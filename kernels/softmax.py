@@ -1001,7 +1001,7 @@ def _gluon_smem_sum_skips_a_slot(inputs: Inputs, out, config):
     """Negative control: gluon_smem whose sum leaves out each part's last slot (the max still sees it)."""
     # slots of 16 box rows (the second config): two or more a part from N = 8192 on, so there is a last one
     x = inputs["x"]
-    config = gluon_smem.default_for("softmax", 1)(
+    config = gluon_smem.default_for("softmax", control=True)(
         Shape({"M": x.shape[0], "N": x.shape[1]}, "negative control"), x.dtype
     )
     return _prepare_gluon_smem(inputs, out, config, skip_last_chunk_in_sum=True)
@@ -1172,8 +1172,8 @@ KERNEL = KernelSpec(
             "stored; read from HBM once (N a multiple of 256, N >= 8192; GPU only)",
             configs=gluon_smem.configs_for("softmax"),
             default_config=gluon_smem.default_for("softmax"),
-            prune=gluon_smem.prune,
-            supports=gluon_smem.supports,
+            prune=gluon_smem.prune_for("softmax"),
+            supports=gluon_smem.supports_for("softmax"),
         ),
         Implementation("torch", "eager", _torch_eager, description="torch.softmax (ATen)", writes_out=False),
         Implementation(
@@ -1235,9 +1235,9 @@ KERNEL = KernelSpec(
             "gluon_smem_sum_skips_a_slot",
             "triton",
             _gluon_smem_sum_skips_a_slot,
-            configs=lambda shape, dtype: [gluon_smem.default_for("softmax", 1)(shape, dtype)],
-            default_config=gluon_smem.default_for("softmax", 1),
-            supports=gluon_smem.supports,
+            configs=lambda shape, dtype: [gluon_smem.default_for("softmax", control=True)(shape, dtype)],
+            default_config=gluon_smem.default_for("softmax", control=True),
+            supports=gluon_smem.supports_for("softmax"),
             description="gluon_smem whose sum leaves out each part's last shared-memory slot",
             rejected_for="elements outside atol",
         ),
