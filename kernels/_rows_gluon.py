@@ -15,13 +15,11 @@ persistent program holds one row, or one of ``PARTS`` equal parts of it, in shar
 so x is read from HBM once, two exponentials an element, and the next row's loads stream in while this row's
 stores go out. LayerNorm is the same machine with each box row's mean and sum of squared deviations in pass 1
 (exact two-pass over the box row's 256 values in registers, merged across slots and parts by Chan's formula, so
-offset rows keep their precision) and ``(x - mean) * rstd * weight + bias`` in pass 2, with weight and bias of
-the program's columns staged in shared memory by TMA once (a persistent program always holds the same part of the
-row, so they are read from L2 once a program, not once a row). A row too large for one program is split over a
-team of ``PARTS`` programs that exchange their partials with ``kernelscope.teams``' protocol (publish, atomic
-arrival, bounded spin, poison on release); the grid is whole teams, all resident at once. Rows must be contiguous
-with N a multiple of W (the TMA box is at most 256 elements a side), and a program's part (for layernorm with its
-weight and bias) must fit ``MAX_ROW_BYTES``.
+offset rows keep their precision) and ``(x - mean) * rstd * weight + bias`` in pass 2, weight and bias read from L2
+slot by slot. A row too large for one program is split over a team of ``PARTS`` programs that exchange their
+partials with ``kernelscope.teams``' protocol (publish, atomic arrival, bounded spin, poison on release); the grid
+is whole teams, all resident at once. Rows must be contiguous with N a multiple of W (the TMA box is at most 256
+elements a side), and a part must fit ``MAX_ROW_BYTES``.
 
 The first version (session 22) kept an elementwise max as the slots landed and took the sum of exponentials in a
 second pass over shared memory; on an H100 it trailed ``triton_online`` because nothing of the program's own was
@@ -63,22 +61,23 @@ MAX_PARTS = 16
 #: the least shared memory a part should fill: below it a program moves too little between its team's barriers
 MIN_PART_BYTES = 32 * 1024
 #: the slots and warps of a program (rows of the [CHUNK_ROWS, W] slots, warps), crossed with every PARTS a shape
-#: allows (``parts_options``). Each builds offline for sm_90a with triton 3.7.1 without spills at every split of
-#: N = 65536 and 262144 (16-bit and fp32) and of 8192 in fp32 (tests/test_rows_gluon.py); layernorm's 16-row slots
-#: on 16 warps spilled 8 B at 16-bit 65536 split in two, and are left out. The second of each has 16-row slots:
-#: two slots a part from N = 8192 on, which the negative controls need; the third is the 16-bit default.
+#: allows (``parts_options``). Each builds offline for sm_90a without spills at every split of N = 65536 and 262144
+#: (16-bit and fp32) and of 8192 in fp32 (tests/test_rows_gluon.py); layernorm's 16-row slots on 8 warps spilled
+#: 8 B at fp32 262144 split 8 ways and are left out. The second of each has 16-row slots: two slots a part from
+#: N = 8192 on, which the negative controls need.
 CONFIGS = {
     "softmax": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 16), (32, 8)]],
-    "layernorm": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 8), (32, 8)]],
+    "layernorm": [
+        *(dict(CHUNK_ROWS=cr, num_warps=w, PREFETCH_AFFINE=0) for cr, w in [(32, 16), (16, 16), (32, 8)]),
+        *(dict(CHUNK_ROWS=cr, num_warps=w, PREFETCH_AFFINE=1) for cr, w in [(32, 8), (16, 16)]),
+    ],
 }
-#: the row's copies a program holds: softmax x's part; layernorm x's part and weight's and bias's (staged once a
-#: program, since a persistent program always holds the same columns: they are read from L2 once, not once a row)
-COPIES = {"softmax": 1, "layernorm": 3}
-#: the default split (``default_for``): at least this many parts, a program of at most this many bytes. Measured on
-#: an H100 (23bf244, docs/kernel-notes.md "Session 23"): softmax's fastest splits were 4 programs a 1024 x 65536
-#: row in 16 bits and 64 KB parts everywhere else; layernorm's (weight and bias then read from L2) 64 KB parts.
-#: With weight and bias staged, layernorm's default takes two programs an SM (96 KB each); not yet measured.
-DEFAULT = {"softmax": (4, 64 * 1024), "layernorm": (1, 96 * 1024)}
+#: the default split (``default_for``): at least this many programs a row, each holding at most this many bytes.
+#: The fastest splits of every sweep on two H100 hosts (23bf244 and 531ddd3, docs/kernel-notes.md "Session 23"):
+#: softmax 4 programs a 1024 x 65536 row in 16 bits (32 KB parts) and 64 KB parts everywhere else; layernorm 64 KB
+#: parts (3 programs an SM, 192 KB of x in flight: staging weight and bias beside them was slower, fewer bytes of x
+#: in flight). The same sweeps put 16 KB slots first (CONFIGS' third entry in 16 bits, second in fp32).
+DEFAULT = {"softmax": (4, 64 * 1024), "layernorm": (1, 64 * 1024)}
 #: spin bound of the team barrier (``kernelscope.teams`` says why it is bounded: a program that gives up reads the
 #: NaN that poisons unpublished partials, so a wrong result is recorded instead of a job hanging)
 MAX_SPINS = gl.constexpr(1 << 16) if HAS_GLUON_HOPPER else 1 << 16
@@ -226,8 +225,8 @@ def _softmax_smem_kernel(
 def _layernorm_smem_kernel(
     x_desc,
     y_ptr,
-    w_desc,
-    b_desc,
+    w_ptr,
+    b_ptr,
     stats_ptr,
     arrived_ptr,
     M,
@@ -237,6 +236,7 @@ def _layernorm_smem_kernel(
     PARTS: _constexpr,
     VEC: _constexpr,
     SKIP_LAST_CHUNK_IN_SUM: _constexpr,
+    PREFETCH_AFFINE: _constexpr,
     num_warps: _constexpr,
 ):
     dtype: gl.constexpr = x_desc.dtype
@@ -249,19 +249,10 @@ def _layernorm_smem_kernel(
     team = pid // PARTS
     teams = gl.num_programs(0) // PARTS
     slots, bars = _load_first(x_desc, team * PARTS + part, CHUNK_ROWS, CHUNKS)
-    # weight and bias of this program's columns (the same every row): staged once, behind one mbarrier
-    w_smem = gl.allocate_shared_memory(w_desc.dtype, [CHUNKS, CHUNK_ROWS, BOX_W], w_desc.layout)
-    b_smem = gl.allocate_shared_memory(b_desc.dtype, [CHUNKS, CHUNK_ROWS, BOX_W], b_desc.layout)
-    affine_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    mbarrier.init(affine_bar, count=1)
-    mbarrier.expect(affine_bar, 2 * CHUNKS * w_desc.block_type.nbytes)
-    for c in gl.static_range(CHUNKS):
-        tma.async_copy_global_to_shared(w_desc, [(part * CHUNKS + c) * CHUNK_ROWS, 0], affine_bar, w_smem.index(c))
-        tma.async_copy_global_to_shared(b_desc, [(part * CHUNKS + c) * CHUNK_ROWS, 0], affine_bar, b_smem.index(c))
     offs = gl.expand_dims(gl.arange(0, CHUNK_ROWS, layout=box_rows), 1) * BOX_W + gl.expand_dims(
         gl.arange(0, BOX_W, layout=gl.SliceLayout(0, layout)), 0
     )
-    mbarrier.wait(affine_bar, 0)
+    cols0 = part * PART + offs  # this program's columns of its first slot
     phase = 0
     for row in range(team, M, teams):
         # pass 1, as the slots land: each box row's mean and sum of squared deviations, exact two-pass over the
@@ -282,6 +273,9 @@ def _layernorm_smem_kernel(
         mean_part = gl.sum(mean_run, axis=0) / CHUNK_ROWS
         dm = mean_run - mean_part
         m2_part = gl.sum(m2_run, axis=0) + (CHUNKS * BOX_W) * gl.sum(dm * dm, axis=0)
+        if PREFETCH_AFFINE:
+            w_next = gl.load(w_ptr + cols0)
+            b_next = gl.load(b_ptr + cols0)
         if PARTS > 1:
             pmean, pm2 = _team_partials(stats_ptr, arrived_ptr, row, part, mean_part, m2_part, PARTS, num_warps)
             mean = gl.sum(pmean, axis=0) / PARTS
@@ -291,21 +285,28 @@ def _layernorm_smem_kernel(
             mean = mean_part
             m2 = m2_part
         rstd = gl.rsqrt(m2 / (PARTS * PART) + eps)
-        # pass 2: each slot to registers, refilled at once, then the affine step with the staged weight and bias
+        # pass 2: each slot to registers, refilled at once, then the affine step with weight and bias from L2
+        # (PREFETCH_AFFINE: each slot's loaded while the one before is stored, the first's before the team's exchange)
         nxt = row + teams
         base = y_ptr + row.to(gl.int64) * (PARTS * PART)
         for c in gl.static_range(CHUNKS):
+            if PREFETCH_AFFINE:
+                w = w_next
+                b = b_next
+                if c + 1 < CHUNKS:
+                    w_next = gl.load(w_ptr + cols0 + (c + 1) * CHUNK_ROWS * BOX_W)
+                    b_next = gl.load(b_ptr + cols0 + (c + 1) * CHUNK_ROWS * BOX_W)
+            else:
+                w = gl.load(w_ptr + cols0 + c * CHUNK_ROWS * BOX_W)
+                b = gl.load(b_ptr + cols0 + c * CHUNK_ROWS * BOX_W)
             x = slots.index(c).load(layout).to(gl.float32)
             _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
-            w = w_smem.index(c).load(layout).to(gl.float32)
-            b = b_smem.index(c).load(layout).to(gl.float32)
-            cols = part * PART + c * CHUNK_ROWS * BOX_W + offs
-            gl.store(base + cols, ((x - mean) * rstd * w + b).to(dtype))
+            y = (x - mean) * rstd * w.to(gl.float32) + b.to(gl.float32)
+            gl.store(base + cols0 + c * CHUNK_ROWS * BOX_W, y.to(dtype))
         phase ^= 1
 
     for c in gl.static_range(CHUNKS):
         mbarrier.invalidate(bars.index(c))
-    mbarrier.invalidate(affine_bar)
 
 
 #: narrower rows move too little for one persistent program a row (the row kernels hold them in registers)
@@ -317,40 +318,31 @@ def feature_reason() -> str | None:
     return hopper_reason("gluon_smem", HAS_GLUON_HOPPER, "TMA, mbarriers")
 
 
-def supports_for(kernel: str):
-    """The variant's ``supports`` for ``kernel``: why it sits out on this case, or None."""
-
-    def supports(shape: Shape, dtype: torch.dtype) -> str | None:
-        if shape.params.get("stride", shape["N"]) != shape["N"]:
-            return "strided rows: the TMA view is of a contiguous [M, N] tensor"
-        if shape["N"] < MIN_N:
-            return f"N = {shape['N']} < {MIN_N}: a row moves too little for a program of its own"
-        return shape_reason(shape["N"], element_size(dtype), kernel) or feature_reason()
-
-    return supports
+def supports(shape: Shape, dtype: torch.dtype) -> str | None:
+    """The variant's ``supports`` (softmax and layernorm alike): why it sits out on this case, or None."""
+    if shape.params.get("stride", shape["N"]) != shape["N"]:
+        return "strided rows: the TMA view is of a contiguous [M, N] tensor"
+    if shape["N"] < MIN_N:
+        return f"N = {shape['N']} < {MIN_N}: a row moves too little for a program of its own"
+    return shape_reason(shape["N"], element_size(dtype)) or feature_reason()
 
 
-def program_bytes(n_cols: int, element_size: int, parts: int, kernel: str) -> int:
-    """Shared memory a program's part takes: x's, and for layernorm weight's and bias's too (staged once)."""
-    return COPIES[kernel] * n_cols * element_size // parts
-
-
-def parts_options(n_cols: int, element_size: int, kernel: str) -> list[int]:
-    """The programs a row may be split over: powers of two up to ``MAX_PARTS`` that divide its box rows, with a
-    program that fits ``MAX_ROW_BYTES``; programs under ``MIN_PART_BYTES`` only where nothing larger fits."""
+def parts_options(n_cols: int, element_size: int) -> list[int]:
+    """The programs a row may be split over: powers of two up to ``MAX_PARTS`` that divide its box rows, with a part
+    that fits ``MAX_ROW_BYTES``; parts under ``MIN_PART_BYTES`` only where nothing larger fits."""
     fits = [
         p
         for p in (1 << i for i in range(MAX_PARTS.bit_length()))
-        if (n_cols // W) % p == 0 and program_bytes(n_cols, element_size, p, kernel) <= MAX_ROW_BYTES
+        if (n_cols // W) % p == 0 and n_cols * element_size // p <= MAX_ROW_BYTES
     ]
-    return [p for p in fits if program_bytes(n_cols, element_size, p, kernel) >= MIN_PART_BYTES] or fits[:1]
+    return [p for p in fits if n_cols * element_size // p >= MIN_PART_BYTES] or fits[:1]
 
 
 def configs_for(kernel: str):
     """The variant's ``configs`` for ``kernel`` ("softmax" or "layernorm"): its slots and warps at every split."""
 
     def configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
-        parts = parts_options(shape["N"], element_size(dtype), kernel) or [1]
+        parts = parts_options(shape["N"], element_size(dtype)) or [1]
         return [dict(c, PARTS=p) for p in parts for c in CONFIGS[kernel]]
 
     return configs
@@ -358,34 +350,29 @@ def configs_for(kernel: str):
 
 def default_for(kernel: str, control: bool = False):
     """The variant's ``default_config``: ``DEFAULT``'s rule for the split, and 16 KB slots (32 box rows on 8 warps in
-    16 bits, 16 box rows in fp32), the fastest slots in the sweeps of the H100 run of 23bf244 (docs/kernel-notes.md,
-    "Session 23"). ``control=True``: the negative controls' (16-row slots, two or more a part from N = 8192 on, so
-    there is a last slot to leave out)."""
+    16 bits, 16 box rows on 16 warps in fp32), as measured fastest (``DEFAULT``). ``control=True``: the negative
+    controls' (16-row slots, two or more a part from N = 8192 on, so there is a last slot to leave out)."""
 
     def default(shape: Shape, dtype: torch.dtype) -> dict:
         size = element_size(dtype)
-        parts = parts_options(shape["N"], size, kernel) or [1]
+        parts = parts_options(shape["N"], size) or [1]
         at_least, most_bytes = DEFAULT[kernel]
-        fit = [p for p in parts if p >= at_least and program_bytes(shape["N"], size, p, kernel) <= most_bytes]
+        fit = [p for p in parts if p >= at_least and shape["N"] * size // p <= most_bytes]
         slots = CONFIGS[kernel][1] if control or size == 4 else CONFIGS[kernel][2]
         return dict(slots, PARTS=(fit or parts)[0])
 
     return default
 
 
-def prune_for(kernel: str):
-    """The variant's ``prune``: splits that do not fit, slots that do not divide the part, or idle warps."""
-
-    def prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
-        return config_reason(config, shape["N"], element_size(dtype), kernel)
-
-    return prune
+def prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    """The variant's ``prune``: parts that do not fit, slots that do not divide the part, or idle warps."""
+    return config_reason(config, shape["N"], element_size(dtype))
 
 
 def checked_config(x: torch.Tensor, out: torch.Tensor, config, kernel: str) -> dict:
     """``config`` (or the kernel's default) after the checks a launch needs, each failing with a ValueError that
     names what is wrong: the device and Triton, the row's size, contiguity, the split and the slots."""
-    reason = feature_reason() or shape_reason(x.shape[1], x.element_size(), kernel)
+    reason = feature_reason() or shape_reason(x.shape[1], x.element_size())
     if reason:
         raise ValueError(f"gluon_smem cannot run here: {reason}")
     if not (x.is_contiguous() and out.is_contiguous()):
@@ -393,31 +380,29 @@ def checked_config(x: torch.Tensor, out: torch.Tensor, config, kernel: str) -> d
     if config is None:
         config = default_for(kernel)(Shape({"M": x.shape[0], "N": x.shape[1]}, "launch"), x.dtype)
     config = {"PARTS": 1, **config}
-    bad = config_reason(config, x.shape[1], x.element_size(), kernel)
+    bad = config_reason(config, x.shape[1], x.element_size())
     if bad:
         raise ValueError(f"gluon_smem config {config}: {bad}")
     return config
 
 
-def shape_reason(n_cols: int, element_size: int, kernel: str) -> str | None:
+def shape_reason(n_cols: int, element_size: int) -> str | None:
     """Why rows of ``n_cols`` elements cannot be held in shared memory by a team of programs here, or None."""
     if n_cols % W:
         return f"N = {n_cols} is not a multiple of {W} (the row is viewed as [N / {W}, {W}] TMA boxes)"
-    if not parts_options(n_cols, element_size, kernel):
-        held = "x" if COPIES[kernel] == 1 else "x, weight and bias"
+    if not parts_options(n_cols, element_size):
         return (
             f"a row of {n_cols * element_size} B does not split into at most {MAX_PARTS} parts of whole box rows "
-            f"whose {held} fit the {MAX_ROW_BYTES} B of shared memory a program may take"
+            f"that fit the {MAX_ROW_BYTES} B of shared memory a part may take"
         )
     return None
 
 
-def config_reason(config, n_cols: int, element_size: int, kernel: str) -> str | None:
+def config_reason(config, n_cols: int, element_size: int) -> str | None:
     """Why this config cannot split rows of ``n_cols`` elements into parts and slots, or None."""
     parts = int(config.get("PARTS", 1))
-    options = parts_options(n_cols, element_size, kernel)
-    if parts not in options:
-        return f"PARTS={parts} is not one of {options} for a {kernel} row of {n_cols} elements"
+    if parts not in parts_options(n_cols, element_size):
+        return f"PARTS={parts} is not one of {parts_options(n_cols, element_size)} for a row of {n_cols} elements"
     box_rows = n_cols // W // parts
     if box_rows % config["CHUNK_ROWS"]:
         return f"{box_rows} box rows a part do not split into slots of {config['CHUNK_ROWS']}"
@@ -454,7 +439,6 @@ def launch(
     contiguous [M, N] ``x`` into contiguous ``out``. The descriptor and the team workspace are built here, once; the
     grid (whole teams, all resident at once) is sized on the first call from the compiled kernel."""
     n_rows, n_cols = x.shape
-    kernel_name = "softmax" if weight is None else "layernorm"
     chunk_rows, warps, parts = int(config["CHUNK_ROWS"]), int(config["num_warps"]), int(config.get("PARTS", 1))
     desc = descriptor(x, chunk_rows)
     work = SplitWorkspace(n_rows, parts, x.device)
@@ -466,16 +450,10 @@ def launch(
         SKIP_LAST_CHUNK_IN_SUM=skip_last_chunk_in_sum,
         num_warps=warps,
     )
-    per_sm = programs_per_sm(program_bytes(n_cols, x.element_size(), parts, kernel_name), warps)
+    per_sm = programs_per_sm(n_cols * x.element_size() // parts, warps)
     if weight is not None:
-        for name, t in (("weight", weight), ("bias", bias)):
-            if t.dtype != x.dtype or not t.is_contiguous() or t.numel() != n_cols:
-                raise ValueError(
-                    f"gluon_smem stages {name} by TMA: it must be a contiguous {x.dtype} vector of {n_cols}; "
-                    f"it is {t.dtype}, {tuple(t.shape)}, strides {t.stride()}"
-                )
-        w_desc, b_desc = (descriptor(t.reshape(1, -1), chunk_rows) for t in (weight, bias))
-        kernel, args = _layernorm_smem_kernel, (desc, out, w_desc, b_desc, work.stats, work.arrived, n_rows, eps)
+        params["PREFETCH_AFFINE"] = int(config.get("PREFETCH_AFFINE", 0))
+        kernel, args = _layernorm_smem_kernel, (desc, out, weight, bias, work.stats, work.arrived, n_rows, eps)
     else:
         kernel, args = _softmax_smem_kernel, (desc, out, work.stats, work.arrived, n_rows)
     run = launch_resident(

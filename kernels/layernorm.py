@@ -1188,8 +1188,8 @@ KERNEL = KernelSpec(
             "row's loads are in flight; x read from HBM once (N a multiple of 256, N >= 8192; GPU only)",
             configs=gluon_smem.configs_for("layernorm"),
             default_config=gluon_smem.default_for("layernorm"),
-            prune=gluon_smem.prune_for("layernorm"),
-            supports=gluon_smem.supports_for("layernorm"),
+            prune=gluon_smem.prune,
+            supports=gluon_smem.supports,
         ),
         Implementation(
             "torch", "eager", _torch_eager, description="torch.nn.functional.layer_norm (ATen)", writes_out=False
@@ -1266,7 +1266,7 @@ KERNEL = KernelSpec(
             _gluon_smem_sum_skips_a_slot,
             configs=lambda shape, dtype: [gluon_smem.default_for("layernorm", control=True)(shape, dtype)],
             default_config=gluon_smem.default_for("layernorm", control=True),
-            supports=gluon_smem.supports_for("layernorm"),
+            supports=gluon_smem.supports,
             description="gluon_smem whose statistics see zeros in place of each part's last shared-memory slot",
             rejected_for="elements outside atol",
         ),

@@ -33,22 +33,21 @@ for build in json.loads(sys.argv[1]):
     fn = sg._softmax_smem_kernel
     if build["kernel"] == "layernorm":
         fn = sg._layernorm_smem_kernel
-        w_desc = mangle_type(sg.descriptor(torch.zeros(1, n, dtype=dtype), config["CHUNK_ROWS"]))
-        sig = {"x_desc": sig["x_desc"], "y_ptr": ptr, "w_desc": w_desc, "b_desc": w_desc, **team, "M": "i32",
-               "eps": "fp32"}
+        sig = {"x_desc": sig["x_desc"], "y_ptr": ptr, "w_ptr": ptr, "b_ptr": ptr, **team, "M": "i32", "eps": "fp32"}
     parts = config.get("PARTS", 1)
     chunks = n // sg.W // parts // config["CHUNK_ROWS"]
     const = dict(CHUNK_ROWS=config["CHUNK_ROWS"], CHUNKS=chunks, PARTS=parts, VEC=16 // x.element_size(),
                  SKIP_LAST_CHUNK_IN_SUM=build.get("skip", False), num_warps=config["num_warps"])
+    if build["kernel"] == "layernorm":
+        const["PREFETCH_AFFINE"] = config.get("PREFETCH_AFFINE", 0)
     sig |= dict.fromkeys(const, "constexpr")
-    pointers = (1, 4, 5) if build["kernel"] == "layernorm" else (1, 2, 3)
+    pointers = (1, 2, 3, 4, 5) if build["kernel"] == "layernorm" else (1, 2, 3)
     k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=const,
                                       attrs={(i,): [["tt.divisibility", 16]] for i in pointers}),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": config["num_warps"]})
     ptx = k.asm["ptx"]
     regs, spill = ptxas_usage(ptx)
     out.append({"chunks": chunks, "tma": ptx.count("cp.async.bulk.tensor"), "stv4": ptx.count("st.global.v4"),
-                "ldg_vec": ptx.count("ld.global.v"),
                 "ex2": ptx.count("ex2.approx"), "add": ptx.count("add.f32") + ptx.count("add.rn.f32"),
                 "fence": ptx.count("fence.proxy.async"), "shared": k.metadata.shared,
                 "atom": ptx.count("atom.global"), "regs": regs, "shfl": ptx.count("shfl.sync"),
@@ -69,25 +68,23 @@ _BUILDS = (("float16", 65536, 2), ("float32", 262144, 4), ("float32", 8192, 4))
 @pytest.mark.parametrize("kernel", ["softmax", "layernorm"])
 def test_each_part_arrives_by_tma_slot_by_slot_and_no_config_spills(kernel):
     """The offline sm_90a build of every config at every split of the rows in _BUILDS: one TMA copy per slot to
-    start and one refill per slot a row (2 x CHUNKS in the PTX), each refill behind a proxy fence, layernorm's
-    weight and bias staged by TMA too (no vector loads from global memory at all), 16-byte stores, no spills, the
-    program within a block's shared memory, and the team's three global atomics (arrival, reader count,
+    start and one refill per slot a row (2 x CHUNKS in the PTX), each refill behind a proxy fence, 16-byte stores,
+    no spills, the part within a block's shared memory, and the team's three global atomics (arrival, reader count,
     reset) exactly where a row is split. The negative control's build leaves the last slot out of the sum: less
     arithmetic (softmax: exponentials; layernorm: additions), the same copies."""
     builds = [
         {"config": dict(c, PARTS=p), "dtype": dtype, "N": n, "kernel": kernel}
         for c in sg.CONFIGS[kernel]
         for dtype, n, size in _BUILDS
-        for p in sg.parts_options(n, size, kernel)
-        if not sg.config_reason(dict(c, PARTS=p), n, size, kernel)  # what the prune rule leaves
+        for p in sg.parts_options(n, size)
+        if not sg.config_reason(dict(c, PARTS=p), n, size)  # what the prune rule leaves
     ]
     assert {b["config"]["PARTS"] for b in builds} == {1, 2, 4, 8, 16}
     skip = {"config": dict(sg.CONFIGS[kernel][1], PARTS=2), "dtype": "float16", "N": 65536, "kernel": kernel}
     results = helpers.offline_sm90(_SM90_GLUON_SOFTMAX, [*builds, skip, {**skip, "skip": True}])["builds"]
     for build, r in zip(builds, results[: len(builds)], strict=True):
-        # x: a copy a slot to start and a refill a slot a row; layernorm's weight and bias: a copy a slot each, once
-        assert r["tma"] == (1 + sg.COPIES[kernel]) * r["chunks"] and r["fence"] >= r["chunks"], (build, r)
-        assert r["stv4"] > 0 and r["spill"] == 0 and r["ldg_vec"] == 0, (build, r)  # nothing row-sized from L2
+        assert r["tma"] == 2 * r["chunks"] and r["fence"] >= r["chunks"], (build, r)
+        assert r["stv4"] > 0 and r["spill"] == 0, (build, r)
         assert r["shared"] <= sg.MAX_ROW_BYTES + 1024 <= SM90_SHARED, (build, r)
         assert r["atom"] == (3 if build["config"]["PARTS"] > 1 else 0), (build, r)
     whole, skipped = results[-2:]
@@ -103,39 +100,40 @@ def test_the_tma_view_is_of_box_rows_of_256_elements():
 
 
 def test_shapes_parts_configs_and_programs():
-    assert sg.shape_reason(65536, 2, "softmax") is None and sg.shape_reason(262144, 4, "softmax") is None
-    assert "multiple of 256" in sg.shape_reason(2049, 2, "softmax")
-    assert "does not split" in sg.shape_reason(1 << 22, 4, "softmax")  # 16 MB rows: parts of 1 MB at most
-    assert "does not split" in sg.shape_reason(256 * 769, 4, "softmax")  # 769 box rows: no split, 787 KB unsplit
-    assert "x, weight and bias" in sg.shape_reason(1 << 20, 4, "layernorm")  # 3 x 256 KB a part at 16 parts
-    # the splits a row may take: programs that fit, none under 32 KB unless nothing larger fits; layernorm's
-    # programs hold weight and bias beside x
-    assert sg.parts_options(65536, 2, "softmax") == [1, 2, 4] and sg.parts_options(65536, 4, "softmax") == [2, 4, 8]
-    assert sg.parts_options(262144, 4, "softmax") == [8, 16] and sg.parts_options(8192, 2, "softmax") == [1]
-    assert sg.parts_options(65536, 2, "layernorm") == [2, 4, 8] and sg.parts_options(8192, 2, "layernorm") == [1]
-    assert sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16, "PARTS": 2}, 65536, 2, "softmax") is None
-    assert "PARTS=1 is not one of" in sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16}, 65536, 4, "softmax")
-    assert "PARTS=1 is not one of" in sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16}, 65536, 2, "layernorm")
-    assert "do not split" in sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16}, 8192 - 256 * 16, 2, "softmax")
-    assert "idle warps" in sg.config_reason({"CHUNK_ROWS": 8, "num_warps": 16}, 65536, 2, "softmax")
+    assert sg.shape_reason(65536, 2) is None and sg.shape_reason(262144, 4) is None
+    assert "multiple of 256" in sg.shape_reason(2049, 2)
+    assert "does not split" in sg.shape_reason(1 << 22, 4)  # 16 MB rows: parts of 1 MB at most
+    assert "does not split" in sg.shape_reason(256 * 769, 4)  # 769 box rows: no split, and 787 KB for one program
+    # the splits a row may take: parts that fit, none under 32 KB unless nothing larger fits
+    assert sg.parts_options(65536, 2) == [1, 2, 4] and sg.parts_options(65536, 4) == [2, 4, 8]
+    assert sg.parts_options(262144, 4) == [8, 16] and sg.parts_options(8192, 2) == [1]
+    assert sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16, "PARTS": 2}, 65536, 2) is None
+    assert "PARTS=1 is not one of" in sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16}, 65536, 4)
+    assert "do not split" in sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16}, 8192 - 256 * 16, 2)
+    assert "idle warps" in sg.config_reason({"CHUNK_ROWS": 8, "num_warps": 16}, 65536, 2)
     # every config swept passes the prune rule
     shape = _shape(N=262144)
     configs = sg.configs_for("softmax")(shape, torch.float32)
-    prune = sg.prune_for("softmax")
-    assert {c["PARTS"] for c in configs} == {8, 16} and not any(prune(c, shape, torch.float32, {}) for c in configs)
-    # the defaults (DEFAULT): softmax at least 4 programs a row, programs of 64 KB at most; layernorm 96 KB programs;
+    assert {c["PARTS"] for c in configs} == {8, 16} and not any(sg.prune(c, shape, torch.float32, {}) for c in configs)
+    # the defaults (DEFAULT): softmax at least 4 programs a row of at most 64 KB each, layernorm 64 KB programs;
     # 16 KB slots; the controls' 16-row slots
     wide = _shape()
     assert sg.default_for("softmax")(wide, torch.float16) == {"CHUNK_ROWS": 32, "num_warps": 8, "PARTS": 4}
-    assert sg.default_for("softmax")(wide, torch.float32)["PARTS"] == 4
+    assert sg.default_for("softmax")(wide, torch.float32) == {"CHUNK_ROWS": 16, "num_warps": 16, "PARTS": 4}
     assert sg.default_for("softmax")(shape, torch.bfloat16)["PARTS"] == 8
-    assert sg.default_for("softmax")(shape, torch.float32) == {"CHUNK_ROWS": 16, "num_warps": 16, "PARTS": 16}
-    assert sg.default_for("layernorm")(wide, torch.float16)["PARTS"] == 4
-    assert sg.default_for("layernorm")(wide, torch.float32)["PARTS"] == 8
+    assert sg.default_for("softmax")(shape, torch.float32)["PARTS"] == 16
+    assert sg.default_for("layernorm")(wide, torch.float16) == {
+        "CHUNK_ROWS": 32,
+        "num_warps": 8,
+        "PREFETCH_AFFINE": 0,
+        "PARTS": 2,
+    }
+    assert sg.default_for("layernorm")(wide, torch.float32)["PARTS"] == 4
     assert sg.default_for("softmax")(_shape(N=8192), torch.float16)["PARTS"] == 1
-    control = sg.default_for("layernorm", control=True)(wide, torch.float16)
-    assert control["CHUNK_ROWS"] == 16 and not sg.prune_for("layernorm")(control, wide, torch.float16, {})
-    # a 128 KB program: one an SM; a 64 KB one: three; a 16 KB one: as many as threads allow (2048 / 512)
+    for kernel in ("softmax", "layernorm"):
+        control = sg.default_for(kernel, control=True)(wide, torch.float16)
+        assert control["CHUNK_ROWS"] == 16 and not sg.prune(control, wide, torch.float16, {})
+    # a 128 KB part: one program an SM; a 64 KB part: three; a 16 KB part: as many as threads allow (2048 / 512)
     assert sg.programs_per_sm(128 * 1024, 16) == 1 and sg.programs_per_sm(64 * 1024, 16) == 3
     assert sg.programs_per_sm(16 * 1024, 16) == 4
 
@@ -145,25 +143,20 @@ def _shape(**params):
 
 
 def test_gluon_smem_sits_out_where_it_cannot_run_and_says_why(monkeypatch):
-    # each kernel's variant and its control share the kernel's supports: layernorm's programs also hold weight and
-    # bias, so a 2 MB fp32 row splits for softmax (16 parts of 128 KB) and not for layernorm
-    sm = softmax.KERNEL.implementation("gluon_smem").supports
-    ln = layernorm.KERNEL.implementation("gluon_smem").supports
-    wide = _shape(N=1 << 19)
-    for implementation in ("gluon_smem", "gluon_smem_sum_skips_a_slot"):
-        assert "interpreter" in softmax.KERNEL.implementation(implementation).supports(wide, torch.float32)
-        assert "x, weight and bias" in layernorm.KERNEL.implementation(implementation).supports(wide, torch.float32)
-    assert "strided rows" in sm(_shape(stride=70000), torch.float16)
-    assert "< 8192" in ln(_shape(N=4096), torch.float16)
-    assert "does not split" in sm(_shape(N=1 << 22), torch.float32)
+    # softmax's and layernorm's variant and controls share this supports
+    assert softmax.KERNEL.implementation("gluon_smem").supports is sg.supports
+    assert layernorm.KERNEL.implementation("gluon_smem_sum_skips_a_slot").supports is sg.supports
+    assert "interpreter" in sg.supports(_shape(), torch.float16)
+    assert "strided rows" in sg.supports(_shape(stride=70000), torch.float16)
+    assert "< 8192" in sg.supports(_shape(N=4096), torch.float16)
+    assert "does not split" in sg.supports(_shape(N=1 << 22), torch.float32)
     gpu = {"interpreter": False, "capability": (9, 0), "num_sms": 132}
     monkeypatch.setattr(runtime, "device_limits", lambda: gpu)
-    assert sm(_shape(), torch.bfloat16) is None and ln(_shape(), torch.bfloat16) is None
-    assert sm(wide, torch.float32) is None
+    assert sg.supports(_shape(), torch.bfloat16) is None
     gpu["capability"] = (8, 0)
-    assert "sm_90" in sm(_shape(), torch.bfloat16)
+    assert "sm_90" in sg.supports(_shape(), torch.bfloat16)
     monkeypatch.setattr(sg, "HAS_GLUON_HOPPER", False)
-    assert "no triton.experimental.gluon" in ln(_shape(), torch.bfloat16)
+    assert "no triton.experimental.gluon" in sg.supports(_shape(), torch.bfloat16)
 
 
 @pytest.mark.parametrize("kernel", [softmax, layernorm])
