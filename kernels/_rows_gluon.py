@@ -67,10 +67,7 @@ MIN_PART_BYTES = 32 * 1024
 #: N = 8192 on, which the negative controls need.
 CONFIGS = {
     "softmax": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 16), (32, 8)]],
-    "layernorm": [
-        *(dict(CHUNK_ROWS=cr, num_warps=w, PREFETCH_AFFINE=0) for cr, w in [(32, 16), (16, 16), (32, 8)]),
-        *(dict(CHUNK_ROWS=cr, num_warps=w, PREFETCH_AFFINE=1) for cr, w in [(32, 8), (16, 16)]),
-    ],
+    "layernorm": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 16), (32, 8), (16, 8)]],
 }
 #: the default split (``default_for``): at least this many programs a row, each holding at most this many bytes.
 #: The fastest splits of every sweep on two H100 hosts (23bf244 and 531ddd3, docs/kernel-notes.md "Session 23"):
@@ -236,7 +233,6 @@ def _layernorm_smem_kernel(
     PARTS: _constexpr,
     VEC: _constexpr,
     SKIP_LAST_CHUNK_IN_SUM: _constexpr,
-    PREFETCH_AFFINE: _constexpr,
     num_warps: _constexpr,
 ):
     dtype: gl.constexpr = x_desc.dtype
@@ -273,9 +269,6 @@ def _layernorm_smem_kernel(
         mean_part = gl.sum(mean_run, axis=0) / CHUNK_ROWS
         dm = mean_run - mean_part
         m2_part = gl.sum(m2_run, axis=0) + (CHUNKS * BOX_W) * gl.sum(dm * dm, axis=0)
-        if PREFETCH_AFFINE:
-            w_next = gl.load(w_ptr + cols0)
-            b_next = gl.load(b_ptr + cols0)
         if PARTS > 1:
             pmean, pm2 = _team_partials(stats_ptr, arrived_ptr, row, part, mean_part, m2_part, PARTS, num_warps)
             mean = gl.sum(pmean, axis=0) / PARTS
@@ -286,19 +279,11 @@ def _layernorm_smem_kernel(
             m2 = m2_part
         rstd = gl.rsqrt(m2 / (PARTS * PART) + eps)
         # pass 2: each slot to registers, refilled at once, then the affine step with weight and bias from L2
-        # (PREFETCH_AFFINE: each slot's loaded while the one before is stored, the first's before the team's exchange)
         nxt = row + teams
         base = y_ptr + row.to(gl.int64) * (PARTS * PART)
         for c in gl.static_range(CHUNKS):
-            if PREFETCH_AFFINE:
-                w = w_next
-                b = b_next
-                if c + 1 < CHUNKS:
-                    w_next = gl.load(w_ptr + cols0 + (c + 1) * CHUNK_ROWS * BOX_W)
-                    b_next = gl.load(b_ptr + cols0 + (c + 1) * CHUNK_ROWS * BOX_W)
-            else:
-                w = gl.load(w_ptr + cols0 + c * CHUNK_ROWS * BOX_W)
-                b = gl.load(b_ptr + cols0 + c * CHUNK_ROWS * BOX_W)
+            w = gl.load(w_ptr + cols0 + c * CHUNK_ROWS * BOX_W)
+            b = gl.load(b_ptr + cols0 + c * CHUNK_ROWS * BOX_W)
             x = slots.index(c).load(layout).to(gl.float32)
             _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
             y = (x - mean) * rstd * w.to(gl.float32) + b.to(gl.float32)
@@ -452,7 +437,6 @@ def launch(
     )
     per_sm = programs_per_sm(n_cols * x.element_size() // parts, warps)
     if weight is not None:
-        params["PREFETCH_AFFINE"] = int(config.get("PREFETCH_AFFINE", 0))
         kernel, args = _layernorm_smem_kernel, (desc, out, weight, bias, work.stats, work.arrived, n_rows, eps)
     else:
         kernel, args = _softmax_smem_kernel, (desc, out, work.stats, work.arrived, n_rows)

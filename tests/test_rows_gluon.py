@@ -38,8 +38,6 @@ for build in json.loads(sys.argv[1]):
     chunks = n // sg.W // parts // config["CHUNK_ROWS"]
     const = dict(CHUNK_ROWS=config["CHUNK_ROWS"], CHUNKS=chunks, PARTS=parts, VEC=16 // x.element_size(),
                  SKIP_LAST_CHUNK_IN_SUM=build.get("skip", False), num_warps=config["num_warps"])
-    if build["kernel"] == "layernorm":
-        const["PREFETCH_AFFINE"] = config.get("PREFETCH_AFFINE", 0)
     sig |= dict.fromkeys(const, "constexpr")
     pointers = (1, 2, 3, 4, 5) if build["kernel"] == "layernorm" else (1, 2, 3)
     k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=const,
@@ -125,7 +123,6 @@ def test_shapes_parts_configs_and_programs():
     assert sg.default_for("layernorm")(wide, torch.float16) == {
         "CHUNK_ROWS": 32,
         "num_warps": 8,
-        "PREFETCH_AFFINE": 0,
         "PARTS": 2,
     }
     assert sg.default_for("layernorm")(wide, torch.float32)["PARTS"] == 4
