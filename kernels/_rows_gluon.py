@@ -69,12 +69,17 @@ CONFIGS = {
     "softmax": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 16), (32, 8)]],
     "layernorm": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 16), (32, 8), (16, 8)]],
 }
-#: the default split (``default_for``): at least this many programs a row, each holding at most this many bytes.
-#: The fastest splits of every sweep on two H100 hosts (23bf244 and 531ddd3, docs/kernel-notes.md "Session 23"):
-#: softmax 4 programs a 1024 x 65536 row in 16 bits (32 KB parts) and 64 KB parts everywhere else; layernorm 64 KB
-#: parts (3 programs an SM, 192 KB of x in flight: staging weight and bias beside them was slower, fewer bytes of x
-#: in flight). The same sweeps put 16 KB slots first (CONFIGS' third entry in 16 bits, second in fp32).
-DEFAULT = {"softmax": (4, 64 * 1024), "layernorm": (1, 64 * 1024)}
+#: the default (``default_for``): at least this many programs a row, each holding at most this many bytes, and the
+#: slots by element size. The fastest of every sweep on four H100 hosts (23bf244, 531ddd3, 0899086 and ef2b2f6,
+#: docs/kernel-notes.md "Session 23"): 4 programs a 1024 x 65536 row (32 KB parts in 16 bits) and 64 KB parts
+#: where the row is wider; softmax's slots 16 KB (32 box rows on 8 warps in 16 bits, 16 on 16 warps in fp32),
+#: layernorm's 16 box rows on 8 warps (fewer registers beside weight and bias, so more programs an SM). Staging
+#: weight and bias in shared memory beside x (531ddd3) was slower, since fewer bytes of x were then in flight.
+DEFAULT = {"softmax": (4, 64 * 1024), "layernorm": (4, 64 * 1024)}
+DEFAULT_SLOTS = {
+    "softmax": {2: dict(CHUNK_ROWS=32, num_warps=8), 4: dict(CHUNK_ROWS=16, num_warps=16)},
+    "layernorm": {2: dict(CHUNK_ROWS=16, num_warps=8), 4: dict(CHUNK_ROWS=16, num_warps=8)},
+}
 #: spin bound of the team barrier (``kernelscope.teams`` says why it is bounded: a program that gives up reads the
 #: NaN that poisons unpublished partials, so a wrong result is recorded instead of a job hanging)
 MAX_SPINS = gl.constexpr(1 << 16) if HAS_GLUON_HOPPER else 1 << 16
@@ -334,16 +339,16 @@ def configs_for(kernel: str):
 
 
 def default_for(kernel: str, control: bool = False):
-    """The variant's ``default_config``: ``DEFAULT``'s rule for the split, and 16 KB slots (32 box rows on 8 warps in
-    16 bits, 16 box rows on 16 warps in fp32), as measured fastest (``DEFAULT``). ``control=True``: the negative
-    controls' (16-row slots, two or more a part from N = 8192 on, so there is a last slot to leave out)."""
+    """The variant's ``default_config``: ``DEFAULT``'s split and ``DEFAULT_SLOTS``' slots, as measured fastest.
+    ``control=True``: the negative controls' (16-row slots, two or more a part from N = 8192 on, so there is a last
+    slot to leave out)."""
 
     def default(shape: Shape, dtype: torch.dtype) -> dict:
         size = element_size(dtype)
         parts = parts_options(shape["N"], size) or [1]
         at_least, most_bytes = DEFAULT[kernel]
         fit = [p for p in parts if p >= at_least and shape["N"] * size // p <= most_bytes]
-        slots = CONFIGS[kernel][1] if control or size == 4 else CONFIGS[kernel][2]
+        slots = CONFIGS[kernel][1] if control else DEFAULT_SLOTS[kernel][size]
         return dict(slots, PARTS=(fit or parts)[0])
 
     return default
