@@ -267,14 +267,23 @@ def _compile_ahead(
         pass
 
 
-def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequence[int]) -> dict[str, Any]:
+def check_case(
+    spec: KernelSpec,
+    shape: Shape,
+    dtype: torch.dtype,
+    seeds: Sequence[int],
+    declared: Sequence[Implementation] | None = None,
+) -> dict[str, Any]:
     """Every implementation (Triton variants at their default config, baselines) and every negative
     control. A control counts as rejected only when it ran and failed by its numbers (status "fail"); one that
     crashed tested nothing (``rejected`` False, the exception in ``control_error``), nor did one the reference
-    could not judge. A control unsupported here for the reason an implementation is (the two sit out together)
-    has ``rejected`` None and does not count; unsupported for a reason no implementation shares, it is a
-    ``control_error``. ``gate_live`` is False if any negative control was accepted (the tolerance is too loose)
-    or crashed, or if none ran. ``reference_error``: what the reference raised, where it did (else None)."""
+    could not judge. A control unsupported here for the reason an implementation of the kernel is (the two sit
+    out together) has ``rejected`` None and does not count; unsupported for a reason no implementation shares, it
+    is a ``control_error``. ``declared``: every implementation the kernel module declares, where ``spec`` is
+    narrowed to those a plan selected (the default: ``spec``'s own), so that a control whose variant the plan
+    left out sits out for that variant's reason rather than erring. ``gate_live`` is False if any negative
+    control was accepted (the tolerance is too loose) or crashed, or if none ran. ``reference_error``: what the
+    reference raised, where it did (else None)."""
     implementations, controls = [], []
     tol = spec.tolerance(dtype)
 
@@ -308,7 +317,7 @@ def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequen
         if rec["status"] in ("error", "timeout", "oom", "compile_error", REFERENCE_ERROR):  # kernelscope.faults
             rec["control_error"] = rec["failure"]
         elif rec["status"] == "unsupported":
-            if rec["reason"] in {r.get("reason") for r in implementations if r["status"] == "unsupported"}:
+            if rec["reason"] in _sit_out_reasons(implementations, declared, shape, dtype):
                 # it sits out beside the implementation it guards (same reason: e.g. a GPU-only variant under
                 # the interpreter), so there is nothing here for it to guard: neither rejected nor accepted
                 rec["rejected"] = None
@@ -316,3 +325,11 @@ def check_case(spec: KernelSpec, shape: Shape, dtype: torch.dtype, seeds: Sequen
                 rec["control_error"] = f"unsupported ({rec['reason']}) where no implementation sits out for that reason"
         controls.append(rec)
     return doc()
+
+
+def _sit_out_reasons(ran: list[dict], declared: Sequence[Implementation] | None, shape: Shape, dtype) -> set[str]:
+    """Why implementations of the kernel sit out on this case: those this job ran, and those a narrowed plan left
+    out (asked here, without running them)."""
+    reasons = {r.get("reason") for r in ran if r["status"] == "unsupported"}
+    names = {r["implementation"] for r in ran}
+    return reasons | {i.unsupported_reason(shape, dtype) for i in declared or () if i.name not in names} - {None}

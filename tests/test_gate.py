@@ -14,6 +14,7 @@ beyond the tolerance is rejected, one inside it everywhere passes.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -392,6 +393,15 @@ def test_a_control_sits_out_only_beside_the_implementation_it_guards():
     control = {c["implementation"]: c for c in alone["negative_controls"]}["gpu_control"]
     assert control["rejected"] is False and why in control["control_error"] and alone["gate_live"] is False
 
+    # a plan that leaves the guarded variant out (a narrowed run): the control sits out for that variant's reason,
+    # asked of the kernel's declared implementations, and the variants that ran are still guarded by the others
+    narrowed = correctness.check_case(
+        _spec([wrong, gpu_control]), SHAPE, torch.float32, SEEDS, declared=[CORRECT, gpu_only]
+    )
+    control = {c["implementation"]: c for c in narrowed["negative_controls"]}["gpu_control"]
+    assert control["rejected"] is None and "control_error" not in control and narrowed["gate_live"] is True
+    assert [r["implementation"] for r in narrowed["implementations"]] == [CORRECT.name]  # gpu_variant not run
+
     # no control that ran: nothing shows the tolerance is live
     only = correctness.check_case(
         dataclasses.replace(_spec([gpu_control]), implementations=[CORRECT, gpu_only]), SHAPE, torch.float32, SEEDS
@@ -549,3 +559,26 @@ def test_every_kind_of_crash_is_recorded_as_itself_and_never_as_a_rejection(exc,
     assert control["control_error"] == f"{type(exc).__name__}: {exc}"
     crashed = correctness.check_implementation(_spec(invariants=()), _eager(crash), SHAPE, torch.float32, SEEDS)
     assert crashed["status"] == status
+
+
+def test_a_plan_narrowed_to_one_variant_leaves_no_control_erring(tmp_path):
+    """The correctness job of a plan that selects one softmax variant still runs every negative control; those whose
+    variant the plan left out sit out for that variant's reason (asked of the kernel's declared implementations),
+    rather than erring and killing the gate: the defect of session 23's narrowed GPU runs, where layernorm's class
+    controls were recorded as crashed beside a plan without triton_persistent and triton_staged."""
+    from kernelscope import cases, cli
+
+    config = {"kernels": {"softmax": {"dtypes": ["float32"], "shapes": [{"M": 3, "N": 5}]}}, "seeds": [0, 1, 2]}
+    specs = cases.specs(config, cases.INTERPRETER_KEY)
+    specs["cases"][0].update(variants=["triton_row"], baselines=["torch"])
+    (tmp_path / "specs.json").write_text(json.dumps(specs))
+    out = tmp_path / "correctness.json"
+    cli.main(
+        ["correctness", "--specs", str(tmp_path / "specs.json"), "--kernel", "softmax", "--shape", "M3_N5"]
+        + ["--dtype", "float32", "--out", str(out)]
+    )
+    doc = json.loads(out.read_text())
+    assert [r["implementation"] for r in doc["implementations"]] == ["triton_row", "torch"]
+    controls = {c["implementation"]: c for c in doc["negative_controls"]}
+    assert controls["gluon_smem_sum_skips_a_slot"]["rejected"] is None  # sits out where gluon_smem would
+    assert not [name for name, c in controls.items() if "control_error" in c] and doc["gate_live"] is True
