@@ -70,11 +70,9 @@ CONFIGS = {
     "layernorm": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 16), (32, 8), (16, 8)]],
 }
 #: the default (``default_for``): at least this many programs a row, each holding at most this many bytes, and the
-#: slots by element size. The fastest of every sweep on four H100 hosts (23bf244, 531ddd3, 0899086 and ef2b2f6,
-#: docs/kernel-notes.md "Session 23"): 4 programs a 1024 x 65536 row (32 KB parts in 16 bits) and 64 KB parts
-#: where the row is wider; softmax's slots 16 KB (32 box rows on 8 warps in 16 bits, 16 on 16 warps in fp32),
-#: layernorm's 16 box rows on 8 warps (fewer registers beside weight and bias, so more programs an SM). Staging
-#: weight and bias in shared memory beside x (531ddd3) was slower, since fewer bytes of x were then in flight.
+#: slots by element size; the fastest in session 23's sweeps on the H100 and the H200 (docs/kernel-notes.md,
+#: "Session 23"). Weight and bias are read from L2: staged in shared memory beside x they left fewer bytes of x in
+#: flight, which was slower.
 DEFAULT = {"softmax": (4, 64 * 1024), "layernorm": (4, 64 * 1024)}
 DEFAULT_SLOTS = {
     "softmax": {2: dict(CHUNK_ROWS=32, num_warps=8), 4: dict(CHUNK_ROWS=16, num_warps=16)},
