@@ -2,9 +2,9 @@
 memory, filled by TMA; the ``gluon_smem`` variants of ``kernels/softmax.py`` and ``kernels/layernorm.py``, not a
 kernel of its own.
 
-Why: on the H200 the wide rows (1024 x 65536, 256 x 262144) stay at 57-73 % of copy bandwidth with every
-``triton.language`` design measured (docs/kernel-notes.md): ``triton_online`` reads each row twice (the second time
-from L2 or, for the widest rows, HBM), and the register-resident team kernels wait at their barriers. Here a
+Why: on the widest rows every ``triton.language`` design falls short of copy bandwidth (the measurements:
+docs/kernel-notes.md): ``triton_online`` reads each row twice (the second time from L2 or, for the widest rows,
+HBM), and the register-resident team kernels wait at their barriers. Here a
 persistent program holds one row, or one of ``PARTS`` equal parts of it, in shared memory:
 
     TMA: the part arrives in CHUNKS slots of [CHUNK_ROWS, W] (the row viewed as [N / W, W]), one mbarrier each
@@ -21,9 +21,9 @@ partials with ``kernelscope.teams``' protocol (publish, atomic arrival, bounded 
 is whole teams, all resident at once. Rows must be contiguous with N a multiple of W (the TMA box is at most 256
 elements a side), and a part must fit ``MAX_ROW_BYTES``.
 
-The first version (session 22) kept an elementwise max as the slots landed and took the sum of exponentials in a
-second pass over shared memory; on an H100 it trailed ``triton_online`` because nothing of the program's own was
-in flight during that pass (docs/kernel-notes.md, "Session 22"). The online box-row statistics remove that pass.
+No second pass over shared memory: each box row's statistics are kept online as its slot lands, so the program
+has loads of its own in flight for all but the normalising pass (docs/kernel-notes.md, "Session 22" and "Session
+23", has what the two-pass first version measured, and the designs tried and not kept).
 
 Gluon kernels do not run on Triton's interpreter: on the CPU this module is built offline for sm_90a by the tests
 (tests/test_rows_gluon.py); it runs on a GPU of compute capability 9.x, checked by feature.
@@ -37,7 +37,7 @@ import torch
 
 from kernelscope.gluon import hopper_reason
 from kernelscope.spec import Shape, element_size
-from kernelscope.teams import SplitWorkspace, launch_resident, split_grid
+from kernelscope.teams import MAX_BLOCKS_PER_SM, SplitWorkspace, launch_resident, split_grid
 
 try:  # Gluon and its Hopper ops, by feature
     from triton.experimental import gluon
@@ -61,10 +61,9 @@ MAX_PARTS = 16
 #: the least shared memory a part should fill: below it a program moves too little between its team's barriers
 MIN_PART_BYTES = 32 * 1024
 #: the slots and warps of a program (rows of the [CHUNK_ROWS, W] slots, warps), crossed with every PARTS a shape
-#: allows (``parts_options``). Each builds offline for sm_90a without spills at every split of N = 65536 and 262144
-#: (16-bit and fp32) and of 8192 in fp32 (tests/test_rows_gluon.py); layernorm's 16-row slots on 8 warps spilled
-#: 8 B at fp32 262144 split 8 ways and are left out. The second of each has 16-row slots: two slots a part from
-#: N = 8192 on, which the negative controls need.
+#: allows (``parts_options``). Each builds offline for sm_90a with the lock's triton 3.7.1 without spills at every
+#: split of N = 65536 in 16 bits and of 262144 and 8192 in fp32 (tests/test_rows_gluon.py). The second of each has
+#: 16-row slots: two slots a part from N = 8192 on, which the negative controls need (``default_for``).
 CONFIGS = {
     "softmax": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 16), (32, 8)]],
     "layernorm": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 16), (32, 8), (16, 8)]],
@@ -406,12 +405,6 @@ def descriptor(x: torch.Tensor, chunk_rows: int) -> TensorDescriptor:
     return TensorDescriptor.from_tensor(x.view(-1, W), [chunk_rows, W], layout)
 
 
-def programs_per_sm(part_bytes: int, num_warps: int, shared_per_sm: int = 228 * 1024) -> int:
-    """Programs an SM holds at once by shared memory (one part each, and 1 KB the block reserves) and threads; the
-    registers are checked on the compiled kernel (``kernelscope.teams.launch_resident``)."""
-    return max(1, min(shared_per_sm // (part_bytes + 1024), 2048 // (32 * num_warps)))
-
-
 def launch(
     x: torch.Tensor,
     out: torch.Tensor,
@@ -438,7 +431,6 @@ def launch(
         SKIP_LAST_CHUNK_IN_SUM=skip_last_chunk_in_sum,
         num_warps=warps,
     )
-    per_sm = programs_per_sm(n_cols * x.element_size() // parts, warps)
     if weight is not None:
         kernel, args = _layernorm_smem_kernel, (desc, out, weight, bias, work.stats, work.arrived, n_rows, eps)
     else:
@@ -448,7 +440,8 @@ def launch(
         args,
         params,
         limits,
-        lambda resident: (split_grid(n_rows, parts, per_sm, resident, limits["num_sms"]),),
+        # as many whole teams as are resident at once (registers, threads and the SM's shared memory)
+        lambda resident: (split_grid(n_rows, parts, MAX_BLOCKS_PER_SM, resident, limits["num_sms"]),),
         out,
     )
     run.workspace = work

@@ -972,7 +972,7 @@ KERNEL = KernelSpec(
             shapes={"D": (128, 128), "S": (4096, None)},
             reason="issue 24: the same goal as triton_flash's, for the design triton.language cannot express "
             "on this stack (session 21, docs/kernel-notes.md): FA3's softmax beside the PV MMA and its "
-            "producer/consumer partitions (met on two H100 hosts in session 22: 1.00-1.07x)",
+            "producer/consumer partitions",
         ),
     ],
     negative_controls=[

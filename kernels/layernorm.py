@@ -1305,9 +1305,9 @@ KERNEL = KernelSpec(
             _classes_one_offset,
             configs=lambda shape, dtype: [_classes_default(shape, dtype)],
             default_config=_classes_default,
-            # on its packed rows (stride N): where they need no alignment classes, the one-offset bug is a no-op (it
-            # was accepted at 1024 x 65536 in every run before session 22); it sits out there, for the reason the
-            # variant it guards gives on such rows
+            # on its packed rows (stride N): where they need no alignment classes, the one-offset bug is a no-op, so
+            # the gate could not reject it there (docs/kernel-notes.md, "Session 22"); it sits out there, for the
+            # reason the variant it guards gives on such rows
             supports=_packed_rows_reason,
             writes_out=False,
             description="triton_persistent with weight and bias read at the first class's columns for every "
@@ -1320,9 +1320,9 @@ KERNEL = KernelSpec(
             _staged_one_offset,
             configs=lambda shape, dtype: [_staged_default(shape, dtype)],
             default_config=_staged_default,
-            # on its packed rows (stride N): where they need no alignment classes, the one-offset bug is a no-op (it
-            # was accepted at 1024 x 65536 in every run before session 22); it sits out there, for the reason the
-            # variant it guards gives on such rows
+            # on its packed rows (stride N): where they need no alignment classes, the one-offset bug is a no-op, so
+            # the gate could not reject it there (docs/kernel-notes.md, "Session 22"); it sits out there, for the
+            # reason the variant it guards gives on such rows
             supports=_packed_rows_reason,
             writes_out=False,
             description="triton_staged with every class's weight and bias taken at the first class's columns, on "

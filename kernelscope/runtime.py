@@ -66,11 +66,12 @@ def check_device_key(expected: str) -> None:
 @cache
 def device_limits() -> dict:
     """Hardware limits that launchers and config pruning read (SM count for persistent grids, shared
-    memory per block, L2 size for cache flushing). Under the interpreter, nominal values."""
+    memory per block and per SM, L2 size for cache flushing). Under the interpreter, nominal values."""
     if select_backend() != "cuda":
         return {
             "num_sms": 4,
             "max_shared_mem_per_block": 228 * 1024,
+            "shared_mem_per_sm": 228 * 1024,
             "l2_bytes": 4 * 2**20,
             "capability": (0, 0),
             "interpreter": True,
@@ -91,6 +92,8 @@ def device_limits() -> dict:
     return {
         "num_sms": props.multi_processor_count,
         "max_shared_mem_per_block": int(shared),
+        # what resident blocks share (each with the hardware's 1 KB reservation: kernelscope.teams)
+        "shared_mem_per_sm": int(getattr(props, "shared_memory_per_multiprocessor", 0) or int(shared) + 1024),
         "l2_bytes": int(getattr(props, "L2_cache_size", 50 * 2**20)),
         "capability": (props.major, props.minor),
         "interpreter": False,

@@ -42,6 +42,8 @@ MAX_SPINS = 1 << 16
 
 # Thread blocks an SM can hold, whatever their size (sm_80 and sm_90).
 MAX_BLOCKS_PER_SM = 32
+# Shared memory the hardware reserves for each resident block, beyond what the kernel asks (1 KB on sm_80 and sm_90).
+RESERVED_SHARED_PER_BLOCK = 1024
 
 
 @triton.jit
@@ -106,8 +108,9 @@ def resident_programs(n_regs: int | None, num_warps: int, shared_bytes: int, lim
     per_sm = min(
         limits["max_threads_per_sm"] // threads, limits["regs_per_sm"] // (regs_per_warp * num_warps), MAX_BLOCKS_PER_SM
     )
-    if shared_bytes:
-        per_sm = min(per_sm, limits["max_shared_mem_per_block"] // shared_bytes)
+    if shared_bytes:  # the SM's shared memory, each block's with the hardware's reservation
+        per_sm_shared = limits.get("shared_mem_per_sm", limits["max_shared_mem_per_block"])
+        per_sm = min(per_sm, per_sm_shared // (shared_bytes + RESERVED_SHARED_PER_BLOCK))
     return limits["num_sms"] * max(per_sm, 1)
 
 

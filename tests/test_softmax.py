@@ -390,6 +390,13 @@ def test_split_grid_holds_whole_teams_that_are_all_resident():
     assert teams.resident_programs(16, 1, 16, h200) == 32 * 132
     assert teams.resident_programs(32, 4, 200 * 1024, h200) == 132  # shared memory allows one
     assert teams.resident_programs(None, 8, 0, h200) == 132  # unknown registers: one an SM
+    # shared memory is the SM's, each block's with the hardware's 1 KB: gluon_smem's 32 KB parts (32848 B compiled) on
+    # 8 warps at 32 registers fit 6 an SM in 228 KB, not the 7 that the per-block limit alone would allow
+    sm90 = {**h200, "shared_mem_per_sm": 228 * 1024}
+    assert teams.resident_programs(32, 8, 32848, sm90) == 6 * 132
+    assert (
+        teams.resident_programs(40, 16, 65632, sm90) == 3 * 132 and teams.resident_programs(40, 16, 131264, sm90) == 132
+    )
     # 262144 columns in chunks of 8192: teams of 32; 4 an SM allows 16 teams (512 programs) of the 528
     assert teams.split_grid(256, 32, 4, 4 * 132, 132) == 512
     # the request is capped by residency: asking 8 an SM where 1 fits gives 4 teams of 32 (128 <= 132)
