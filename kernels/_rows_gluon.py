@@ -103,15 +103,25 @@ else:  # triton 3.6's Gluon (the H200 host's stack)
 
 
 @_gluon_jit
-def _load_first(x_desc, unit, CHUNK_ROWS: _constexpr, CHUNKS: _constexpr):
-    """The part's slots and their mbarriers, with this program's first unit (row x PARTS + part) on its way in."""
-    slots = gl.allocate_shared_memory(x_desc.dtype, [CHUNKS, CHUNK_ROWS, x_desc.block_type.shape[1]], x_desc.layout)
+def _start(x_desc, layout: _constexpr, CHUNK_ROWS: _constexpr, CHUNKS: _constexpr, PARTS: _constexpr):
+    """What both kernels begin with: this program's part of the row and its team (``teams`` of them, each taking rows
+    ``team, team + teams, ...``), the part's slots and their mbarriers with its first unit (row x PARTS + part) on
+    its way in, and a slot's element offsets in ``layout``."""
+    BOX_W: gl.constexpr = x_desc.block_type.shape[1]
+    pid = gl.program_id(0)
+    part = pid % PARTS
+    team = pid // PARTS
+    teams = gl.num_programs(0) // PARTS
+    slots = gl.allocate_shared_memory(x_desc.dtype, [CHUNKS, CHUNK_ROWS, BOX_W], x_desc.layout)
     bars = gl.allocate_shared_memory(gl.int64, [CHUNKS, 1], mbarrier.MBarrierLayout())
     for c in gl.static_range(CHUNKS):
         mbarrier.init(bars.index(c), count=1)
     for c in gl.static_range(CHUNKS):
-        _refill(x_desc, slots, bars, c, unit, True, CHUNK_ROWS, CHUNKS)
-    return slots, bars
+        _refill(x_desc, slots, bars, c, team * PARTS + part, True, CHUNK_ROWS, CHUNKS)
+    offs = gl.expand_dims(gl.arange(0, CHUNK_ROWS, layout=gl.SliceLayout(1, layout)), 1) * BOX_W + gl.expand_dims(
+        gl.arange(0, BOX_W, layout=gl.SliceLayout(0, layout)), 0
+    )
+    return part, team, teams, slots, bars, offs
 
 
 @_gluon_jit
@@ -173,14 +183,7 @@ def _softmax_smem_kernel(
     # each box row's max and sum a warp-level reduction
     layout: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [num_warps, 1], [1, 0])
     box_rows: gl.constexpr = gl.SliceLayout(1, layout)
-    pid = gl.program_id(0)
-    part = pid % PARTS
-    team = pid // PARTS
-    teams = gl.num_programs(0) // PARTS
-    slots, bars = _load_first(x_desc, team * PARTS + part, CHUNK_ROWS, CHUNKS)
-    offs = gl.expand_dims(gl.arange(0, CHUNK_ROWS, layout=box_rows), 1) * BOX_W + gl.expand_dims(
-        gl.arange(0, BOX_W, layout=gl.SliceLayout(0, layout)), 0
-    )
+    part, team, teams, slots, bars, offs = _start(x_desc, layout, CHUNK_ROWS, CHUNKS, PARTS)
     phase = 0
     for row in range(team, M, teams):
         # pass 1, as the slots land: each box row's running max and sum of exponentials (online, in log2 units)
@@ -242,14 +245,7 @@ def _layernorm_smem_kernel(
     PART: gl.constexpr = CHUNKS * CHUNK_ROWS * BOX_W
     layout: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [num_warps, 1], [1, 0])
     box_rows: gl.constexpr = gl.SliceLayout(1, layout)
-    pid = gl.program_id(0)
-    part = pid % PARTS
-    team = pid // PARTS
-    teams = gl.num_programs(0) // PARTS
-    slots, bars = _load_first(x_desc, team * PARTS + part, CHUNK_ROWS, CHUNKS)
-    offs = gl.expand_dims(gl.arange(0, CHUNK_ROWS, layout=box_rows), 1) * BOX_W + gl.expand_dims(
-        gl.arange(0, BOX_W, layout=gl.SliceLayout(0, layout)), 0
-    )
+    part, team, teams, slots, bars, offs = _start(x_desc, layout, CHUNK_ROWS, CHUNKS, PARTS)
     cols0 = part * PART + offs  # this program's columns of its first slot
     phase = 0
     for row in range(team, M, teams):
