@@ -1047,11 +1047,19 @@ def _one_pass_variance_fp16(inputs: Inputs, out, config):
     return run
 
 
+#: half the span of regime 0's column ramp (``make_inputs``): variance 4/3 along the row beside x's 1
+RAMP = 2.0
+
+
 def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, seed: int) -> Inputs:
     """Rows in three regimes, chosen by ``seed % 3``, with weight ~ U[0.5, 1.5) and bias ~ N(0, 0.5^2):
 
-    0: x ~ N(0, 1); 1: x ~ 32 + N(0, 1), a mean offset of 32 std (E[x^2] - E[x]^2 cancels ~10 bits;
-    32 keeps the N(0, 1) part resolved even in bf16, whose ulp at 32 is 0.25);
+    0: x ~ N(0, 1) plus a column ramp from -2 to 2 (a mean that changes along the row, as channels' offsets do):
+    any piece of a row, a kernel's block, slot or part, then has its own mean, so a combination of pieces'
+    statistics that leaves out the between-pieces term is off by ~half the variance at every width and dtype (with
+    a flat mean it is off by ~pieces / N, under bf16's tolerance on wide rows);
+    1: x ~ 32 + N(0, 1), a mean offset of 32 std (E[x^2] - E[x]^2 cancels ~10 bits; 32 keeps the N(0, 1) part
+    resolved even in bf16, whose ulp at 32 is 0.25);
     2: x ~ N(0, 1e-3^2), variance 1e-6 < eps, where eps sets the scale of the output.
     A ``stride`` shape parameter > N makes the rows non-contiguous.
     """
@@ -1059,7 +1067,11 @@ def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, seed: in
     scale, shift = [(1.0, 0.0), (1.0, 32.0), (1e-3, 0.0)][seed % 3]
     n_rows, n_cols = shape["M"], shape["N"]
     row_stride = shape.params.get("stride", n_cols)
-    x = randn((n_rows, row_stride), dtype, g, scale=scale, shift=shift)[:, :n_cols]
+    x = randn((n_rows, row_stride), dtype, g, scale=scale, shift=shift)
+    if seed % 3 == 0:
+        ramp = torch.linspace(-RAMP, RAMP, row_stride, dtype=torch.float32, device=g.device)
+        x = (x.to(torch.float32) + ramp).to(dtype)
+    x = x[:, :n_cols]
     # Bounded away from 0 so the invariant can undo the affine step: (y - bias) / weight.
     weight = (0.5 + torch.rand((n_cols,), generator=g, dtype=torch.float32, device=g.device)).to(dtype)
     bias = randn((n_cols,), dtype, g, scale=0.5)

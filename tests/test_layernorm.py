@@ -486,6 +486,23 @@ def test_online_no_between_control_is_rejected_on_every_cpu_shape(shape):
         assert record["status"] == "fail" and control.rejected_for in record["failure"], record["failure"]
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_online_no_between_control_is_rejected_on_the_wide_gpu_row(monkeypatch, dtype):
+    # The GPU default splits N = 65536 into only 4 chunks: on rows with one mean the dropped term is ~4 / N of the
+    # variance, inside bf16's tolerance (so the control passed on an H200, docs/kernel-notes.md "Session 24").
+    # Regime 0's column ramp gives every chunk its own mean, so the control fails in every dtype.
+    monkeypatch.setattr(layernorm, "device_limits", lambda: {"num_sms": 132})
+    shape = Shape({"M": 2, "N": 65536}, "t")
+    control = next(c for c in SPEC.negative_controls if c.name == "online_no_between")
+    config = layernorm._online_default(shape, dtype)
+    assert math.ceil(shape["N"] / config["BLOCK_N"]) == 4
+    record = correctness.check_implementation(SPEC, control, shape, dtype, (0,), config)
+    assert record["status"] == "fail" and control.rejected_for in record["failure"], record["failure"]
+    # and the kernel itself passes on the same rows
+    ok = correctness.check_implementation(SPEC, ONLINE, shape, dtype, (0,), config)
+    assert ok["status"] == "pass", ok["failure"]
+
+
 def test_online_default_is_persistent_with_hints_only_on_wide_rows(monkeypatch):
     monkeypatch.setattr(layernorm, "device_limits", lambda: {"num_sms": 132})
     wide = layernorm._online_default(Shape({"M": 1024, "N": 65536}, "t"), torch.float16)
