@@ -186,21 +186,19 @@ def _softmax_smem_kernel(
     part, team, teams, slots, bars, offs = _start(x_desc, layout, CHUNK_ROWS, CHUNKS, PARTS)
     phase = 0
     for row in range(team, M, teams):
-        # pass 1, as the slots land: each box row's running max (of x) and sum of exponentials (scaled to the
-        # running max in log2 units), each element's exponent one fused multiply-add: x * log2(e) - max * log2(e)
+        # pass 1, as the slots land: each box row's running max and sum of exponentials (online, in log2 units)
         m_run = gl.full([CHUNK_ROWS], -float("inf"), gl.float32, box_rows)
         s_run = gl.zeros([CHUNK_ROWS], gl.float32, box_rows)
         for c in gl.static_range(CHUNKS):
             mbarrier.wait(bars.index(c), phase)
-            x = slots.index(c).load(layout).to(gl.float32)
+            x = slots.index(c).load(layout).to(gl.float32) * LOG2E
             m_new = gl.maximum(m_run, gl.max(x, axis=1))
-            m_sub = gl.where(m_new == -float("inf"), 0.0, m_new) * LOG2E  # a box row of -inf so far: no rescale
-            s_run = s_run * gl.exp2(m_run * LOG2E - m_sub)
+            m_sub = gl.where(m_new == -float("inf"), 0.0, m_new)  # a box row of -inf so far: nothing to rescale
+            s_run = s_run * gl.exp2(m_run - m_sub)
             if not (SKIP_LAST_CHUNK_IN_SUM and c == CHUNKS - 1):
-                s_run += gl.sum(gl.exp2(x * LOG2E - gl.expand_dims(m_sub, 1)), axis=1)
+                s_run += gl.sum(gl.exp2(x - gl.expand_dims(m_sub, 1)), axis=1)
             m_run = m_new
-        # the part's max and sum from its box rows' (now in log2 units), then (split rows) the row's from its team's
-        m_run = m_run * LOG2E
+        # the part's max and sum from its box rows', then (split rows) the row's from its team's parts
         m_part = gl.max(m_run, axis=0)
         s_part = gl.sum(s_run * gl.exp2(m_run - gl.where(m_part == -float("inf"), 0.0, m_part)), axis=0)
         if PARTS > 1:
@@ -210,16 +208,14 @@ def _softmax_smem_kernel(
         else:
             m_row = m_part
             s_row = s_part
-        # y = exp2(x log2(e) - max - log2(sum)): the division folded into the exponent, one fused multiply-add and
-        # one exp2 an element
-        shift = m_row + gl.log2(s_row)
+        inv_sum = 1.0 / s_row
         # pass 2: each slot to registers, refilled with this program's next unit at once, normalised and stored
         nxt = row + teams
         base = y_ptr + row.to(gl.int64) * (PARTS * PART) + part * PART
         for c in gl.static_range(CHUNKS):
             x = slots.index(c).load(layout).to(gl.float32)
             _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
-            y = gl.exp2(x * LOG2E - shift)
+            y = gl.exp2(x * LOG2E - m_row) * inv_sum
             gl.store(base + c * CHUNK_ROWS * BOX_W + offs, y.to(dtype))
         phase ^= 1
 
@@ -280,7 +276,6 @@ def _layernorm_smem_kernel(
             mean = mean_part
             m2 = m2_part
         rstd = gl.rsqrt(m2 / (PARTS * PART) + eps)
-        shift = -mean * rstd  # (x - mean) * rstd as x * rstd + shift: one fused multiply-add an element
         # pass 2: each slot to registers, refilled at once, then the affine step with weight and bias from L2
         nxt = row + teams
         base = y_ptr + row.to(gl.int64) * (PARTS * PART)
@@ -289,7 +284,7 @@ def _layernorm_smem_kernel(
             b = gl.load(b_ptr + cols0 + c * CHUNK_ROWS * BOX_W)
             x = slots.index(c).load(layout).to(gl.float32)
             _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
-            y = (x * rstd + shift) * w.to(gl.float32) + b.to(gl.float32)
+            y = (x - mean) * rstd * w.to(gl.float32) + b.to(gl.float32)
             gl.store(base + cols0 + c * CHUNK_ROWS * BOX_W, y.to(dtype))
         phase ^= 1
 
