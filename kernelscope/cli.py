@@ -291,7 +291,9 @@ def cmd_compare(args) -> None:
                 f"kernelscope compare: {path}/specs.json does not exist: pass a results/<device> directory "
                 f"of a finished run"
             )
-    verdict = compare.build(args.a, args.b, args.out, label_a=args.label_a, label_b=args.label_b)
+    verdict = compare.build(
+        args.a, args.b, args.out, label_a=args.label_a, label_b=args.label_b, calibration=args.calibration
+    )
     print(
         f"{args.a} vs {args.b}: {verdict['kind']}"
         + (f" ({'; '.join(verdict['reasons'])})" if verdict["reasons"] else "")
@@ -344,6 +346,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--b", required=True, help="results/<device> of run B")
     p.add_argument("--label-a", help="name of run A in the document (default: its device key)")
     p.add_argument("--label-b", help="name of run B in the document (default: its device key)")
+    p.add_argument(
+        "--calibration",
+        help="a rerun calibration record (python -m kernelscope.reruns) to judge the pairs by, in place of the one "
+        "run A recorded (results/<A>/reruns.json): for runs made before their card had one",
+    )
     stage("index", cmd_index, case=False).add_argument(
         "--reports", required=True, help="the reports/ folder: every run and comparison in it"
     )

@@ -32,7 +32,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernelscope import claims, records, results, rundata, wording
+from kernelscope import claims, records, reruns, results, rundata, wording
 from kernelscope.document import bullets, render, table, text
 from kernelscope.fingerprint import fingerprint
 from kernelscope.verdicts import RESOLVED, Reason, Verdict, reproduced
@@ -107,7 +107,8 @@ def _rerun_floor_sentence(calibration: Mapping[str, Any] | None) -> str:
         "On device time it is the quadrature sum of the rerun calibration's 95th percentiles for the pair's "
         f"size class and its two sides' kinds ({source}, {len(calibration.get('runs', {}))} runs; each "
         "statement names it); on the "
-        f"other bases, and where the calibration has no such group, it is that of {per_kind}."
+        f"other bases, and where the calibration has no such group of {reruns.MIN_OBSERVATIONS} or more differences, "
+        f"it is that of {per_kind}."
     )
 
 
@@ -183,16 +184,6 @@ def _fastest(case: Mapping[str, Any]) -> str | None:
     return min(ok, key=lambda r: r["median_us"])["implementation"] if ok else None
 
 
-def _code_hashes(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """The two timing records' hashes of the kernel's code: of its module and every repository module it
-    imports where both records carry that; records written before that field existed carry only the
-    module's own hash."""
-    for field in ("kernel_sources_sha256", "kernel_module_sha256"):
-        if a.get(field) and b.get(field):
-            return a[field], b[field]
-    return None, None
-
-
 #: the columns of comparison.csv: one row per implementation of every case both runs timed
 CASE_COLUMNS = [
     "kernel",
@@ -231,7 +222,7 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None =
         passed = claims.passed_gate(ca.get("correctness")) & claims.passed_gate(cb.get("correctness"))
         floor = _floor(ca["timing"], cb["timing"])
         graph_floor = _graph_floor(ca["timing"], cb["timing"])
-        sha_a, sha_b = _code_hashes(ca["timing"], cb["timing"])
+        sha_a, sha_b = records.code_hashes(ca["timing"], cb["timing"])
         code_changed = bool(sha_a and sha_b and sha_a != sha_b)
         for name in [n for n in ra if n in rb]:
             rec_a, rec_b = ra[name], rb[name]
@@ -273,7 +264,7 @@ def compare_cases(a: Mapping[str, Any], b: Mapping[str, Any], kind: str | None =
                     row["floor"],
                     interpreter=False,
                     aa_graph_rel=max(graph_floor or 0.0, rerun_floor),
-                    calibration=rundata.rerun_record(a),
+                    calibration=_pair_calibration(a),
                     aa_device=_device_floors(ca["timing"], cb["timing"]),
                 )
                 if claim.get("rerun_floor"):  # device time: the calibrated floor replaces the per-kind one
@@ -479,7 +470,7 @@ def document(
                     f"Kind: {verdict['kind']}. {lb} against {la} under the claim rules: Mann–Whitney p < "
                     f"{claims.ALPHA} and a median difference above the larger of either run's A/A floor and a "
                     "run-to-run floor. "
-                    + _rerun_floor_sentence(rundata.rerun_record(a))
+                    + _rerun_floor_sentence(_pair_calibration(a))
                     + (
                         " Run-to-run noise (another process, another thermal state) can exceed the in-job A/A "
                         "floor; a difference here says the two runs measured differently, not why."
@@ -549,16 +540,26 @@ def document(
     return {"title": f"kernelscope comparison — {la} vs {lb}", "banner": banner, "warning": None, "sections": sections}
 
 
+def _pair_calibration(a: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The rerun calibration the pairs are judged by: the one ``build`` was given, else run A's own."""
+    return a.get("pair_calibration") or rundata.rerun_record(a)
+
+
 def build(
     results_a: str | Path,
     results_b: str | Path,
     out_dir: str | Path,
     label_a: str | None = None,
     label_b: str | None = None,
+    calibration: str | Path | None = None,
 ) -> dict[str, Any]:
     """Write ``out_dir/report.{md,html}`` and ``out_dir/comparison.csv``; returns the comparability verdict.
-    ``label_a``/``label_b`` name the runs in the document (two runs on one GPU share a device key)."""
+    ``label_a``/``label_b`` name the runs in the document (two runs on one GPU share a device key).
+    ``calibration``: a rerun calibration record to judge the pairs by in place of run A's own (each run's own
+    orderings keep the record it was made with)."""
     a = rundata.collect(Path(results_a))
+    if calibration:
+        a["pair_calibration"] = {**reruns.load_record(calibration), "status": "ok", "source": str(calibration)}
     try:
         b = rundata.collect(Path(results_b))
     except results.CorruptResult as exc:  # B is a copy of another run: no rule here rebuilds its files

@@ -101,3 +101,12 @@ def launch_config(rec: dict[str, Any]) -> dict[str, Any]:
     kernels, not one measured twice."""
     compiled = {f"inductor {k}": v for k, v in (rec.get("compiled_config") or {}).items()}
     return {**(rec.get("config") or {}), **compiled}
+
+
+def code_hashes(a: dict[str, Any], b: dict[str, Any]) -> tuple[str | None, str | None]:
+    """Two timing records' hashes of the kernel's code: of its module and every repository module it imports where
+    both records carry that; records written before that field existed carry only the module's own hash."""
+    for field in ("kernel_sources_sha256", "kernel_module_sha256"):
+        if a.get(field) and b.get(field):
+            return a[field], b[field]
+    return None, None

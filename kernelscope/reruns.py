@@ -40,6 +40,10 @@ BASES = ("device", "device_span", "event", "graph", "sustained")
 SIZE_EDGES_US = (5.0, 20.0, 100.0, 1000.0)
 #: the share of observations a floor must cover (the floor is this quantile of the observed differences)
 FLOOR_QUANTILE = 0.95
+#: the fewest observations a group needs to give a floor: 1 / (1 - FLOOR_QUANTILE), the least for which one
+#: observed difference lies above the quantile (with fewer, the "95th percentile" is an interpolation between the
+#: largest few, and one run's luck sets it)
+MIN_OBSERVATIONS = math.ceil(1 / (1 - FLOOR_QUANTILE) - 1e-9)
 
 
 def basis_median(rec: Mapping[str, Any], basis: str) -> float | None:
@@ -78,22 +82,40 @@ def _medians(run: Path) -> dict[tuple[str, ...], dict[str, float]]:
                     **meds,
                     "config": json.dumps(records.launch_config(rec), sort_keys=True),
                     "kind": rec.get("kind") or "unknown",
+                    "code": {f: doc.get(f) for f in ("kernel_sources_sha256", "kernel_module_sha256")},
+                    "software": (doc.get("torch"), doc.get("triton")),
                 }
     return out
 
 
+def _not_a_rerun(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
+    """Why two runs' medians of one implementation are not one kernel measured twice, or None: the sweeps chose
+    different launch configs; torch or Triton differ; or a Triton variant's code changed between the runs (its
+    module or a repository module it imports; a baseline calls the same library code whatever the module holds,
+    as in ``kernelscope.compare``). Each difference is a change, not the machines' variability."""
+    if a["config"] != b["config"]:
+        return "launch config"
+    if a["software"] != b["software"]:
+        return "software"
+    sha_a, sha_b = records.code_hashes(a["code"], b["code"])
+    if a["kind"] == "triton" and sha_a != sha_b:
+        return "kernel code"
+    return None
+
+
 def observations(runs: Mapping[str, Path]) -> list[dict[str, Any]]:
-    """One row per implementation, basis and pair of runs that both timed it at the same launch config: the
-    two medians and their relative difference; its size class is that of the device-time median (the same
-    class on every basis). A Triton variant whose sweeps chose different configs in the two runs is left
-    out (that difference is the sweep's, and comparisons name it as such), and so is a torch.compile
-    baseline whose processes ran Inductor's kernels at different configs (``records.launch_config``)."""
+    """One row per implementation, basis and pair of runs that both timed the same kernel: the two medians and
+    their relative difference; its size class is that of the device-time median (the same class on every
+    basis). Left out (``_not_a_rerun``): a Triton variant whose sweeps chose different configs in the two runs
+    (that difference is the sweep's, and comparisons name it as such), a torch.compile baseline whose processes
+    ran Inductor's kernels at different configs (``records.launch_config``), a Triton variant whose code changed
+    between the runs, and any pair of runs with different torch or Triton."""
     medians = {label: _medians(path) for label, path in runs.items()}
     rows = []
     for (la, ma), (lb, mb) in itertools.combinations(medians.items(), 2):
         for key in sorted(set(ma) & set(mb)):
-            if ma[key]["config"] != mb[key]["config"]:
-                continue  # the sweeps chose different launch configs: two kernels, not one measured twice
+            if _not_a_rerun(ma[key], mb[key]):
+                continue  # two kernels (or two stacks), not one measured twice
             ref = ma[key].get("device") or ma[key].get("event")
             for basis in BASES:
                 a, b = ma[key].get(basis), mb[key].get(basis)
@@ -178,13 +200,14 @@ def floor(calibration: Mapping[str, Any] | None, basis: str, us: float, kinds: S
     """The rerun floor of a pair on ``basis`` at a time of ``us``: each side's kind has the calibrated quantile
     of the relative differences between independent runs in that size class; the two sides move
     independently, so the pair's floor is their quadrature sum. None where the calibration has no such
-    group (no calibration, or that basis, size class or kind was not measured)."""
+    group (no calibration, or that basis, size class or kind was not measured) or a group of fewer than
+    ``MIN_OBSERVATIONS``."""
     if not calibration:
         return None
     cls = size_class(us)
     rows = {(r["basis"], r["size_class"], r.get("kind")): r for r in calibration.get("summary", [])}
     found = [rows.get((basis, cls, kind)) for kind in kinds]
-    if not all(found):
+    if not all(found) or min(r["n"] for r in found) < MIN_OBSERVATIONS:
         return None
     return {
         "rel": math.sqrt(sum(r["p95_rel"] ** 2 for r in found)),

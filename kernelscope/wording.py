@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from kernelscope.reruns import MIN_OBSERVATIONS
 from kernelscope.verdicts import RESOLVED, Basis, Gate, Reason, Verdict
 
 #: each basis by what it measures (docs/timing-basis.md says why)
@@ -78,9 +79,9 @@ def _reason(c: Mapping[str, Any]) -> str:
         )
     if reason == Reason.NO_RERUN_CALIBRATION:
         return (
-            f"no rerun calibration for this basis at {c['size_class']} (run the configuration in separate "
-            "processes or on separate machines and record python -m kernelscope.reruns; the in-job A/A floor "
-            "alone sees one process)"
+            f"no rerun calibration for this basis at {c['size_class']} with {MIN_OBSERVATIONS} or more rerun "
+            "differences of each side's kind (run the configuration in separate processes or on separate machines "
+            "and record python -m kernelscope.reruns; the in-job A/A floor alone sees one process)"
         )
     if reason == Reason.REGIME_OPPOSITE:
         burst = c["burst"]

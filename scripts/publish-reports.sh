@@ -18,12 +18,25 @@ results_of() {  # name -> the unpacked results/<key> directory of reports/<name>
   fi
   find "$tmp/$name/results" -mindepth 1 -maxdepth 1 -type d | head -n 1
 }
-# comparisons first: a report links (and takes its 'reproduced' column from) the comparisons beside it
+calibration_for() {  # results dir -> --calibration calibration/<hardware>.json where the run recorded none and one exists
+  "$python" - "$1" <<'PY'
+import json, pathlib, sys
+run = pathlib.Path(sys.argv[1])
+recorded = json.loads((run / "reruns.json").read_text()).get("status") if (run / "reruns.json").exists() else None
+record = pathlib.Path("calibration") / f"{json.loads((run / 'specs.json').read_text()).get('hardware')}.json"
+if recorded != "ok" and record.is_file():
+    print(f"--calibration {record}")
+PY
+}
+# comparisons first: a report links (and takes its 'reproduced' column from) the comparisons beside it. A pair
+# whose run A was made before its card had a rerun calibration is judged by the one published since.
 for dir in reports/*/compare/*/; do
   a=$(basename "$(dirname "$(dirname "$dir")")"); b=$(basename "$dir")
   echo "compare $a vs $b"
-  "$python" -m kernelscope compare --a "$(results_of "$a")" --b "$(results_of "$b")" --out "$dir" \
-    --label-a "$a" --label-b "$b" > /dev/null
+  run_a=$(results_of "$a")
+  # shellcheck disable=SC2046  # the option and its path, or nothing
+  "$python" -m kernelscope compare --a "$run_a" --b "$(results_of "$b")" --out "$dir" \
+    --label-a "$a" --label-b "$b" $(calibration_for "$run_a") > /dev/null
 done
 for archive in reports/*/raw-results.tar.gz; do
   name=$(basename "$(dirname "$archive")")

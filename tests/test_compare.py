@@ -7,9 +7,10 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from kernelscope import claims, compare, report, rundata
+from kernelscope import claims, compare, report, reruns, rundata
 from kernelscope.verdicts import Basis, Reason, Verdict
 from workflow_support import ROOT
 
@@ -471,3 +472,22 @@ def test_a_pair_no_calibrated_floor_can_judge_is_not_counted_as_reproduced(tmp_p
     text = json.dumps(compare.document(a, b, compare.comparability(a, b), rows), ensure_ascii=False)
     assert f"{len(agreed)} of {measured} implementation × case pairs timed in both runs" in text
     assert f"Whether {len(unjudged)} of {measured} implementation × case pairs reproduced" in text
+
+
+def test_a_calibration_given_to_the_comparison_judges_the_pairs_run_a_had_none_for(tmp_path):
+    """The same two H100 runs, compared with the H100 rerun calibration made after them (``--calibration``): pairs
+    whose size class and kinds have 20 or more rerun differences are judged by it; the others stay unjudged, and
+    the document names the record it used."""
+    for name in ("nvidia-h100-gluon-c148df8", "nvidia-h100-gluon-c148df8-rerun"):
+        with tarfile.open(ROOT / "reports" / name / "raw-results.tar.gz") as tar:
+            tar.extractall(tmp_path, filter="data")
+    record = ROOT / "calibration" / "nvidia-h100-80gb-hbm3.json"
+    out = tmp_path / "out"
+    compare.build(tmp_path / "results" / "gluon4", tmp_path / "results" / "gluon5", out, calibration=record)
+    rows = pd.read_csv(out / "comparison.csv")
+    plain = compare.compare_cases(
+        rundata.collect(tmp_path / "results" / "gluon4"), rundata.collect(tmp_path / "results" / "gluon5")
+    )
+    unjudged = lambda df: int((df["reason"] == Reason.NO_RERUN_CALIBRATION).sum())  # noqa: E731
+    assert unjudged(rows) < unjudged(plain)
+    assert f"{record}, {len(reruns.load_record(record)['runs'])} runs" in (out / "report.md").read_text()

@@ -66,7 +66,7 @@ CALIBRATION = {
             "basis": "sustained",
             "size_class": ">=1000 us",
             "kind": "triton",
-            "n": 10,
+            "n": 30,
             "median_rel": 0.01,
             "p95_rel": 0.02,
             "max_rel": 0.03,
@@ -75,7 +75,7 @@ CALIBRATION = {
             "basis": "sustained",
             "size_class": ">=1000 us",
             "kind": "eager",
-            "n": 10,
+            "n": 30,
             "median_rel": 0.01,
             "p95_rel": 0.02,
             "max_rel": 0.03,
@@ -141,7 +141,7 @@ def test_sustained_basis_and_regime():
                 "basis": "device",
                 "size_class": ">=1000 us",
                 "kind": k,
-                "n": 10,
+                "n": 30,
                 "median_rel": 0.01,
                 "p95_rel": 0.03,
                 "max_rel": 0.05,
@@ -169,7 +169,7 @@ def test_launch_bound_needs_a_host_bound_record():
     assert claims.launch_bound(old_record)
 
 
-def _run(tmp_path, label: str, recs: list[dict]) -> "object":
+def _run(tmp_path, label: str, recs: list[dict], **doc_fields) -> "object":
     path = tmp_path / label / "timing" / "k" / "float16"
     path.mkdir(parents=True)
     doc = {
@@ -179,6 +179,7 @@ def _run(tmp_path, label: str, recs: list[dict]) -> "object":
         "dtype": "float16",
         "primary_baseline": "torch",
         "implementations": recs,
+        **doc_fields,
     }
     (path / "S.json").write_text(json.dumps(doc))
     return tmp_path / label
@@ -216,6 +217,29 @@ def test_rerun_observations_skip_changed_configs_and_group_by_kind(tmp_path):
     assert ("event", "eager") in summary and all(s["size_class"] == "5-20 us" for s in summary.values())
 
 
+def test_rerun_observations_pair_only_the_same_code_on_the_same_stack(tmp_path):
+    # A Triton variant whose kernel code changed between two runs is two kernels: its difference is the change's,
+    # not the machines'. Its baseline calls the same library code and still counts; a pair of runs on another
+    # torch or Triton counts for nothing.
+    recs = lambda tri_us: [_rec("torch", "eager", 10, 10.0), _rec("tri", "triton", 8, tri_us)]  # noqa: E731
+    old = {"kernel_sources_sha256": "aaa", "torch": "2.11.0", "triton": "3.6.0"}
+    r1 = _run(tmp_path, "r1", recs(8.0), **old)
+    r2 = _run(tmp_path, "r2", recs(6.0), **{**old, "kernel_sources_sha256": "bbb"})
+    r3 = _run(tmp_path, "r3", recs(8.4), **old)
+    r4 = _run(tmp_path, "r4", recs(8.0), **{**old, "triton": "3.7.1"})
+    rows = [r for r in reruns.observations({"r1": r1, "r2": r2, "r3": r3, "r4": r4}) if r["basis"] == "device"]
+    pairs = {(r["runs"], r["implementation"]) for r in rows}
+    assert ("r1 vs r2", "torch") in pairs and ("r1 vs r2", "tri") not in pairs
+    assert ("r1 vs r3", "tri") in pairs and ("r2 vs r3", "tri") not in pairs
+    assert not any("r4" in run for run, _ in pairs)
+    # records from before kernel_sources_sha256 compare by the module's own hash
+    legacy = {"kernel_module_sha256": "m1", "torch": "2.11.0", "triton": "3.6.0"}
+    r5 = _run(tmp_path, "r5", recs(8.0), **legacy)
+    r6 = _run(tmp_path, "r6", recs(7.0), **{**legacy, "kernel_module_sha256": "m2"})
+    legacy_pairs = {r["implementation"] for r in reruns.observations({"r5": r5, "r6": r6}) if r["basis"] == "device"}
+    assert legacy_pairs == {"torch"}
+
+
 def test_rerun_floor_and_size_classes():
     assert reruns.size_class(4.999) == "0-5 us" and reruns.size_class(5.0) == "5-20 us"
     assert reruns.size_class(1000.0) == ">=1000 us"
@@ -223,6 +247,12 @@ def test_rerun_floor_and_size_classes():
     assert floor["rel"] == pytest.approx(0.05) and floor["n"] == 40 and floor["size_class"] == "5-20 us"
     assert reruns.floor(CALIBRATION, "device", 12.0, ["triton", "compile"]) is None
     assert reruns.floor(None, "device", 12.0, ["triton", "eager"]) is None
+    # a group of fewer than 20 differences has no 95th percentile of its own: no floor from it
+    thin = {**CALIBRATION, "summary": [{**g, "n": reruns.MIN_OBSERVATIONS - 1} for g in CALIBRATION["summary"]]}
+    assert reruns.MIN_OBSERVATIONS == 20
+    assert reruns.floor(thin, "device", 12.0, ["triton", "eager"]) is None
+    enough = {**CALIBRATION, "summary": [{**g, "n": reruns.MIN_OBSERVATIONS} for g in CALIBRATION["summary"]]}
+    assert reruns.floor(enough, "device", 12.0, ["triton", "eager"])["n"] == 20
 
 
 def test_rerun_record_is_checked(tmp_path):

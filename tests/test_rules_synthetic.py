@@ -459,7 +459,7 @@ def test_a_config_the_timing_stage_times_apart_from_the_sweep_is_named():
     assert claims.stage_disagreements({"cases": [_stage_case(136.0, 156.5, basis="event")]}) == []
     assert claims.stage_disagreements({"cases": [_stage_case(136.0, 156.5, block="A2")]}) == []
     wide = {"status": "ok", "summary": [{"basis": "device", "size_class": "100-1000 us", "kind": "triton"}]}
-    wide["summary"][0].update(p95_rel=0.2, n=10)
+    wide["summary"][0].update(p95_rel=0.2, n=30)
     assert claims.stage_disagreements({"cases": [_stage_case(136.0, 156.5)], "reruns": wide}) == []
     wide["summary"][0]["p95_rel"] = 0.1
     assert len(claims.stage_disagreements({"cases": [_stage_case(136.0, 156.5)], "reruns": wide})) == 1
