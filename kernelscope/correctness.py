@@ -332,4 +332,5 @@ def _sit_out_reasons(ran: list[dict], declared: Sequence[Implementation] | None,
     out (asked here, without running them)."""
     reasons = {r.get("reason") for r in ran if r["status"] == "unsupported"}
     names = {r["implementation"] for r in ran}
-    return reasons | {i.unsupported_reason(shape, dtype) for i in declared or () if i.name not in names} - {None}
+    left_out = {i.unsupported_reason(shape, dtype) for i in declared or () if i.name not in names}
+    return (reasons | left_out) - {None}

@@ -17,12 +17,13 @@ of the kernel as it is (the CTA barrier, docs/kernel-notes.md "Session 24") woul
 """
 
 import json
-import math
 import os
+import pathlib
 import re
 import sys
 
 os.environ.pop("TRITON_INTERPRET", None)
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
@@ -35,20 +36,9 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 from triton.runtime.jit import mangle_type  # noqa: E402
 
-LOG2E = gl.constexpr(math.log2(math.e))
-W = 256
-
-if hasattr(gl, "barrier"):  # the CTA barrier's name, by feature (gl.thread_barrier in triton 3.6's Gluon)
-
-    @gluon.jit
-    def _sync():
-        gl.barrier()
-
-else:
-
-    @gluon.jit
-    def _sync():
-        gl.thread_barrier()
+# the kernel module's log2(e), box width and CTA barrier (chosen by feature: gl.barrier or gl.thread_barrier)
+from kernels._rows_gluon import LOG2E, W  # noqa: E402
+from kernels._rows_gluon import _cta_barrier as _sync  # noqa: E402
 
 
 @gluon.jit
