@@ -1,0 +1,150 @@
+"""gluon_smem with fewer warps a program and smaller parts: configs outside ``kernels/_rows_gluon.py``'s space,
+timed against its default in one process on one GPU, on issue 24's widest rows.
+
+Why: the kernel's top stall is the CTA barrier (Nsight Compute, docs/kernel-notes.md "Session 23" and "Session 24"):
+every TMA refill waits for all of the program's warps to have read the slot. The configs swept so far have 8 or 16
+warps a program and parts of 32 KB or more. With 1, 2 or 4 warps a program the barrier spans fewer warps (one warp:
+no other warp to wait for), and smaller parts put more programs on an SM, in more phases, at the price of larger
+teams (more partials exchanged through global memory a row). Each config here is launched through
+``rows.launch`` as it is; only the choice of config is outside the module's space.
+
+Timing basis: CUDA events around ``REPS`` back-to-back launches divided by ``REPS`` (each launch reads 64 MB or
+more, past the 50 MB L2); ``ROUNDS`` rounds with the configs interleaved inside each; medians, extremes and every
+sample printed. Each config's output is checked against fp64 first (max error, NaN count).
+
+    python docs/experiments/rows_configs_ab.py > rows_configs_ab.json
+"""
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from kernels import _rows_gluon as rows  # noqa: E402
+from kernelscope import runtime  # noqa: E402
+from kernelscope.spec import Shape  # noqa: E402
+
+CASES = [
+    ("softmax", 1024, 65536, torch.float16),
+    ("layernorm", 1024, 65536, torch.float16),
+    ("softmax", 1024, 65536, torch.float32),
+    ("softmax", 256, 262144, torch.float16),
+]
+#: (CHUNK_ROWS, num_warps, part bytes); PARTS follows from the row's bytes
+CONFIGS = [
+    (32, 8, 32768),
+    (16, 4, 32768),
+    (32, 4, 32768),
+    (16, 4, 16384),
+    (8, 2, 16384),
+    (16, 2, 16384),
+    (4, 1, 8192),
+    (8, 1, 8192),
+    (8, 2, 8192),
+]
+REPS, ROUNDS = 10, 15
+
+
+def per_launch_us(fn) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(REPS):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / REPS
+
+
+def copy_gbps(size: int = 1 << 31) -> float:
+    """The copy bandwidth, timed the same way: a 2 GiB buffer copied (read + write), the median of the rounds."""
+    src = torch.empty(size, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    copy = [per_launch_us(lambda: dst.copy_(src)) for _ in range(ROUNDS)]
+    return 2 * size / statistics.median(copy) / 1e3
+
+
+def reference(kernel, x, extra):
+    if kernel == "softmax":
+        return torch.softmax(x.double(), dim=-1)
+    return F.layer_norm(x.double(), (x.shape[1],), extra["weight"].double(), extra["bias"].double(), 1e-5)
+
+
+def main() -> None:
+    import triton
+
+    limits = runtime.device_limits()
+    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
+    out["copy_GBps"] = copy_gbps()
+    out["cases"] = []
+    print(f"{out['device']} copy {out['copy_GBps']:.0f} GB/s", file=sys.stderr)
+    for kernel, m, n, dtype in CASES:
+        g = torch.Generator(device="cuda").manual_seed(0)
+        x = (torch.randn(m, n, device="cuda", generator=g) * 4 + 8).to(dtype)
+        extra = {}
+        if kernel == "layernorm":
+            extra = dict(
+                weight=(0.5 + torch.rand(n, device="cuda", generator=g)).to(dtype),
+                bias=torch.randn(n, device="cuda", generator=g).to(dtype),
+            )
+        ref = reference(kernel, x, extra)
+        default = rows.default_for(kernel)(Shape({"M": m, "N": n}, "ab"), dtype)
+        row_bytes = n * x.element_size()
+        configs = {"default": default}
+        for chunk_rows, warps, part_bytes in CONFIGS:
+            parts = max(1, row_bytes // part_bytes)
+            config = dict(CHUNK_ROWS=chunk_rows, num_warps=warps, PARTS=parts)
+            if (n // rows.W) % parts or (n // rows.W // parts) % chunk_rows or config == default:
+                continue
+            configs[f"{chunk_rows}x{warps}w/{part_bytes // 1024}K"] = config
+        runs, case = {}, {"kernel": kernel, "M": m, "N": n, "dtype": str(dtype)[6:], "configs": {}}
+        for name, config in configs.items():
+            o = torch.full_like(x, float("nan"))
+            record = {"config": config}
+            try:
+                run = rows.launch(x, o, config, limits, **extra)
+                run()
+                torch.cuda.synchronize()
+                err = (o.double() - ref).abs()
+                record.update(max_abs_err=err.max().item(), nan=int(o.isnan().sum()))
+                runs[name] = run
+                del err
+            except Exception as exc:  # a config that does not build or launch is recorded, the others still run
+                record["failed"] = f"{type(exc).__name__}: {exc}"[:1500]
+            case["configs"][name] = record
+        times = {name: [] for name in runs}
+        for _ in range(ROUNDS):
+            for name, run in runs.items():
+                times[name].append(per_launch_us(run))
+        moved = 2 * x.numel() * x.element_size()
+        for name in runs:
+            med = statistics.median(times[name])
+            case["configs"][name].update(
+                median_us=med,
+                min_us=min(times[name]),
+                max_us=max(times[name]),
+                pct_of_copy=100 * moved / med / 1e3 / out["copy_GBps"],
+                samples_us=times[name],
+            )
+        out["cases"].append(case)
+        print(f"{kernel} {m}x{n} {case['dtype']}:", file=sys.stderr)
+        for name, rec in case["configs"].items():
+            if "failed" in rec:
+                print(f"  {name}: FAILED {rec['failed'][:200]}", file=sys.stderr)
+            else:
+                print(
+                    f"  {name} {rec['config']}: {rec['median_us']:.1f} us ({rec['pct_of_copy']:.1f} %) "
+                    f"err {rec['max_abs_err']:.1e} nan {rec['nan']}",
+                    file=sys.stderr,
+                )
+        del ref
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
