@@ -57,8 +57,9 @@ W = 256
 MAX_ROW_BYTES = 192 * 1024
 #: the most programs a row may be split over (powers of two; a team waits for all of its programs, so they must be
 #: resident at once, which ``kernelscope.teams`` sizes the grid for)
-MAX_PARTS = 16
-#: the least shared memory a part should fill: below it a program moves too little between its team's barriers
+MAX_PARTS = 32
+#: the least shared memory a part of a program of 8 or more warps should fill: below it a program moves too little
+#: between its team's barriers (``min_part_bytes`` has it for smaller programs)
 MIN_PART_BYTES = 32 * 1024
 #: the slots and warps of a program (rows of the [CHUNK_ROWS, W] slots, warps), crossed with every PARTS a shape
 #: allows (``parts_options``). Each builds offline for sm_90a with the lock's triton 3.7.1 without spills at every
@@ -67,6 +68,13 @@ MIN_PART_BYTES = 32 * 1024
 CONFIGS = {
     "softmax": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 16), (32, 8)]],
     "layernorm": [dict(CHUNK_ROWS=cr, num_warps=w) for cr, w in [(32, 16), (16, 16), (32, 8), (16, 8)]],
+}
+#: small programs (1 to 4 warps), each at one part size only, in bytes: a CTA barrier spans fewer warps (one warp:
+#: none to wait for) and more programs share an SM, at the price of larger teams. Swept beside ``CONFIGS``; each
+#: builds offline for sm_90a without spills on both stacks (tests/test_rows_gluon.py).
+SMALL_CONFIGS = {
+    "softmax": [(16, 4, 32768), (16, 4, 16384), (8, 2, 16384), (8, 1, 8192)],
+    "layernorm": [(16, 4, 32768), (16, 4, 16384), (8, 2, 16384), (4, 1, 8192)],
 }
 #: the default (``default_for``): at least this many programs a row, each holding at most this many bytes, and the
 #: slots by element size; the fastest in session 23's sweeps on the H100 and the H200 (docs/kernel-notes.md,
@@ -310,23 +318,37 @@ def supports(shape: Shape, dtype: torch.dtype) -> str | None:
     return shape_reason(shape["N"], element_size(dtype)) or feature_reason()
 
 
-def parts_options(n_cols: int, element_size: int) -> list[int]:
-    """The programs a row may be split over: powers of two up to ``MAX_PARTS`` that divide its box rows, with a part
-    that fits ``MAX_ROW_BYTES``; parts under ``MIN_PART_BYTES`` only where nothing larger fits."""
+def min_part_bytes(num_warps: int) -> int:
+    """The least shared memory a part of a program of ``num_warps`` warps should fill: ``MIN_PART_BYTES`` from 8
+    warps, 8 KB a pair of warps below (8 KB for one or two warps, 16 KB for four)."""
+    return MIN_PART_BYTES if num_warps >= 8 else 8192 * max(1, num_warps // 2)
+
+
+def parts_options(n_cols: int, element_size: int, num_warps: int = 8) -> list[int]:
+    """The programs a row may be split over by programs of ``num_warps`` warps: powers of two up to ``MAX_PARTS``
+    that divide its box rows, with a part that fits ``MAX_ROW_BYTES``; parts under ``min_part_bytes`` only where
+    nothing larger fits."""
     fits = [
         p
         for p in (1 << i for i in range(MAX_PARTS.bit_length()))
         if (n_cols // W) % p == 0 and n_cols * element_size // p <= MAX_ROW_BYTES
     ]
-    return [p for p in fits if n_cols * element_size // p >= MIN_PART_BYTES] or fits[:1]
+    return [p for p in fits if n_cols * element_size // p >= min_part_bytes(num_warps)] or fits[:1]
 
 
 def configs_for(kernel: str):
-    """The variant's ``configs`` for ``kernel`` ("softmax" or "layernorm"): its slots and warps at every split."""
+    """The variant's ``configs`` for ``kernel`` ("softmax" or "layernorm"): ``CONFIGS``' slots and warps at every
+    split, and ``SMALL_CONFIGS``' at the split that gives their part size, where the row has it."""
 
     def configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
-        parts = parts_options(shape["N"], element_size(dtype)) or [1]
-        return [dict(c, PARTS=p) for p in parts for c in CONFIGS[kernel]]
+        n, size = shape["N"], element_size(dtype)
+        parts = parts_options(n, size) or [1]
+        out = [dict(c, PARTS=p) for p in parts for c in CONFIGS[kernel]]
+        for chunk_rows, warps, part_bytes in SMALL_CONFIGS[kernel]:
+            config = dict(CHUNK_ROWS=chunk_rows, num_warps=warps, PARTS=max(1, n * size // part_bytes))
+            if n * size == config["PARTS"] * part_bytes and not config_reason(config, n, size):
+                out.append(config)
+        return out
 
     return configs
 
@@ -383,9 +405,10 @@ def shape_reason(n_cols: int, element_size: int) -> str | None:
 
 def config_reason(config, n_cols: int, element_size: int) -> str | None:
     """Why this config cannot split rows of ``n_cols`` elements into parts and slots, or None."""
-    parts = int(config.get("PARTS", 1))
-    if parts not in parts_options(n_cols, element_size):
-        return f"PARTS={parts} is not one of {parts_options(n_cols, element_size)} for a row of {n_cols} elements"
+    parts, warps = int(config.get("PARTS", 1)), int(config["num_warps"])
+    options = parts_options(n_cols, element_size, warps)
+    if parts not in options:
+        return f"PARTS={parts} is not one of {options} for a row of {n_cols} elements on {warps} warps a program"
     box_rows = n_cols // W // parts
     if box_rows % config["CHUNK_ROWS"]:
         return f"{box_rows} box rows a part do not split into slots of {config['CHUNK_ROWS']}"

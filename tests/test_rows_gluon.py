@@ -71,13 +71,13 @@ def test_each_part_arrives_by_tma_slot_by_slot_and_no_config_spills(kernel):
     reset) exactly where a row is split. The negative control's build leaves the last slot out of the sum: less
     arithmetic (softmax: exponentials; layernorm: additions), the same copies."""
     builds = [
-        {"config": dict(c, PARTS=p), "dtype": dtype, "N": n, "kernel": kernel}
-        for c in sg.CONFIGS[kernel]
+        {"config": c, "dtype": dtype, "N": n, "kernel": kernel}
         for dtype, n, size in _BUILDS
-        for p in sg.parts_options(n, size)
-        if not sg.config_reason(dict(c, PARTS=p), n, size)  # what the prune rule leaves
+        for c in sg.configs_for(kernel)(_shape(N=n), getattr(torch, dtype))
+        if not sg.config_reason(c, n, size)  # what the prune rule leaves
     ]
-    assert {b["config"]["PARTS"] for b in builds} == {1, 2, 4, 8, 16}
+    assert {b["config"]["PARTS"] for b in builds} == {1, 2, 4, 8, 16, 32}
+    assert {b["config"]["num_warps"] for b in builds} >= {1, 2, 4, 8, 16}
     skip = {"config": dict(sg.CONFIGS[kernel][1], PARTS=2), "dtype": "float16", "N": 65536, "kernel": kernel}
     results = helpers.offline_sm90(_SM90_GLUON_SOFTMAX, [*builds, skip, {**skip, "skip": True}])["builds"]
     for build, r in zip(builds, results[: len(builds)], strict=True):
@@ -104,7 +104,12 @@ def test_shapes_parts_and_configs():
     assert "does not split" in sg.shape_reason(256 * 769, 4)  # 769 box rows: no split, and 787 KB for one program
     # the splits a row may take: parts that fit, none under 32 KB unless nothing larger fits
     assert sg.parts_options(65536, 2) == [1, 2, 4] and sg.parts_options(65536, 4) == [2, 4, 8]
-    assert sg.parts_options(262144, 4) == [8, 16] and sg.parts_options(8192, 2) == [1]
+    assert sg.parts_options(262144, 4) == [8, 16, 32] and sg.parts_options(8192, 2) == [1]
+    # smaller programs may take smaller parts: 8 KB for one or two warps, 16 KB for four
+    assert sg.parts_options(65536, 2, num_warps=1) == [1, 2, 4, 8, 16]
+    assert sg.parts_options(65536, 2, num_warps=4) == [1, 2, 4, 8]
+    assert "on 8 warps" in sg.config_reason({"CHUNK_ROWS": 8, "num_warps": 8, "PARTS": 16}, 65536, 2)
+    assert sg.config_reason({"CHUNK_ROWS": 8, "num_warps": 1, "PARTS": 16}, 65536, 2) is None
     assert sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16, "PARTS": 2}, 65536, 2) is None
     assert "PARTS=1 is not one of" in sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16}, 65536, 4)
     assert "do not split" in sg.config_reason({"CHUNK_ROWS": 32, "num_warps": 16}, 8192 - 256 * 16, 2)
@@ -112,7 +117,13 @@ def test_shapes_parts_and_configs():
     # every config swept passes the prune rule
     shape = _shape(N=262144)
     configs = sg.configs_for("softmax")(shape, torch.float32)
-    assert {c["PARTS"] for c in configs} == {8, 16} and not any(sg.prune(c, shape, torch.float32, {}) for c in configs)
+    assert {c["PARTS"] for c in configs} == {8, 16, 32}
+    assert not any(sg.prune(c, shape, torch.float32, {}) for c in configs)
+    # the small programs come at their own part size only: 8 KB parts of a 128 KB row on one warp, none of a 1 MB
+    # row (that would be 128 parts)
+    small = [c for c in sg.configs_for("softmax")(_shape(), torch.float16) if c["num_warps"] < 8]
+    assert {(c["num_warps"], c["PARTS"]) for c in small} == {(4, 4), (4, 8), (2, 8), (1, 16)}
+    assert not any(c["num_warps"] == 1 for c in configs)
     # the defaults (DEFAULT, DEFAULT_SLOTS): at least 4 programs a row of at most 64 KB each; the slots measured
     # fastest; every default passes the prune rule
     wide = _shape()
