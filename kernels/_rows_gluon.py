@@ -76,14 +76,16 @@ SMALL_CONFIGS = {
     "softmax": [(16, 4, 32768), (16, 4, 16384), (8, 2, 16384), (8, 1, 8192)],
     "layernorm": [(16, 4, 32768), (16, 4, 16384), (8, 2, 16384), (4, 1, 8192)],
 }
-#: the default (``default_for``): at least this many programs a row, each holding at most this many bytes, and the
-#: slots by element size; the fastest in session 23's sweeps on the H100 and the H200 (docs/kernel-notes.md,
-#: "Session 23"). Weight and bias are read from L2: staged in shared memory beside x they left fewer bytes of x in
+#: the default (``default_for``): at least this many programs a row, each holding at most this many bytes (and at
+#: most ``DEFAULT_BYTES_PER_WARP`` a warp), and the slots by element size; the fastest in session 23's sweeps on the
+#: H100 and the H200, and for 16-bit layernorm in session 25's on the H100 (docs/kernel-notes.md, "Session 23" and
+#: "Session 25"). Weight and bias are read from L2: staged in shared memory beside x they left fewer bytes of x in
 #: flight, which was slower.
 DEFAULT = {"softmax": (4, 64 * 1024), "layernorm": (4, 64 * 1024)}
+DEFAULT_BYTES_PER_WARP = 8 * 1024
 DEFAULT_SLOTS = {
     "softmax": {2: dict(CHUNK_ROWS=32, num_warps=8), 4: dict(CHUNK_ROWS=16, num_warps=16)},
-    "layernorm": {2: dict(CHUNK_ROWS=16, num_warps=8), 4: dict(CHUNK_ROWS=16, num_warps=8)},
+    "layernorm": {2: dict(CHUNK_ROWS=16, num_warps=4), 4: dict(CHUNK_ROWS=16, num_warps=8)},
 }
 #: spin bound of the team barrier (``kernelscope.teams`` says why it is bounded: a program that gives up reads the
 #: NaN that poisons unpublished partials, so a wrong result is recorded instead of a job hanging)
@@ -360,10 +362,11 @@ def default_for(kernel: str, control: bool = False):
 
     def default(shape: Shape, dtype: torch.dtype) -> dict:
         size = element_size(dtype)
-        parts = parts_options(shape["N"], size) or [1]
-        at_least, most_bytes = DEFAULT[kernel]
-        fit = [p for p in parts if p >= at_least and shape["N"] * size // p <= most_bytes]
         slots = CONFIGS[kernel][1] if control else DEFAULT_SLOTS[kernel][size]
+        parts = parts_options(shape["N"], size, slots["num_warps"]) or [1]
+        at_least, most_bytes = DEFAULT[kernel]
+        most_bytes = min(most_bytes, DEFAULT_BYTES_PER_WARP * slots["num_warps"])
+        fit = [p for p in parts if p >= at_least and shape["N"] * size // p <= most_bytes]
         return dict(slots, PARTS=(fit or parts)[0])
 
     return default

@@ -124,14 +124,15 @@ def test_shapes_parts_and_configs():
     small = [c for c in sg.configs_for("softmax")(_shape(), torch.float16) if c["num_warps"] < 8]
     assert {(c["num_warps"], c["PARTS"]) for c in small} == {(4, 4), (4, 8), (2, 8), (1, 16)}
     assert not any(c["num_warps"] == 1 for c in configs)
-    # the defaults (DEFAULT, DEFAULT_SLOTS): at least 4 programs a row of at most 64 KB each; the slots measured
-    # fastest; every default passes the prune rule
+    # the defaults (DEFAULT, DEFAULT_SLOTS): at least 4 programs a row of at most 64 KB (8 KB a warp) each; the
+    # slots measured fastest; every default passes the prune rule
     wide = _shape()
     assert sg.default_for("softmax")(wide, torch.float16) == {"CHUNK_ROWS": 32, "num_warps": 8, "PARTS": 4}
     assert sg.default_for("softmax")(wide, torch.float32) == {"CHUNK_ROWS": 16, "num_warps": 16, "PARTS": 4}
     assert sg.default_for("softmax")(shape, torch.bfloat16)["PARTS"] == 8
     assert sg.default_for("softmax")(shape, torch.float32)["PARTS"] == 16
-    assert sg.default_for("layernorm")(wide, torch.float16) == {"CHUNK_ROWS": 16, "num_warps": 8, "PARTS": 4}
+    assert sg.default_for("layernorm")(wide, torch.float16) == {"CHUNK_ROWS": 16, "num_warps": 4, "PARTS": 4}
+    assert sg.default_for("layernorm")(shape, torch.bfloat16) == {"CHUNK_ROWS": 16, "num_warps": 4, "PARTS": 16}
     assert sg.default_for("layernorm")(wide, torch.float32) == {"CHUNK_ROWS": 16, "num_warps": 8, "PARTS": 4}
     assert sg.default_for("softmax")(_shape(N=8192), torch.float16)["PARTS"] == 1
     for kernel in ("softmax", "layernorm"):
