@@ -21,10 +21,11 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from rows_ab import ROUNDS, copy_gbps, inputs, per_launch_us, reference  # noqa: E402
 
 from kernels import _rows_gluon as after  # noqa: E402
 from kernelscope import runtime  # noqa: E402
@@ -36,7 +37,6 @@ CASES = [
     ("layernorm", 1024, 65536),
 ]
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-REPS, ROUNDS = 10, 15
 
 
 def load(path: str):
@@ -44,24 +44,6 @@ def load(path: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def per_launch_us(fn) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(REPS):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / REPS
-
-
-def copy_gbps(size: int = 1 << 31) -> float:
-    """The copy bandwidth, timed the same way: a 2 GiB buffer copied (read + write), the median of the rounds."""
-    src = torch.empty(size, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    copy = [per_launch_us(lambda: dst.copy_(src)) for _ in range(ROUNDS)]
-    return 2 * size / statistics.median(copy) / 1e3
 
 
 def main() -> None:
@@ -75,16 +57,8 @@ def main() -> None:
     out["copy_GBps"] = copy_gbps()
     for kernel, m, n in CASES:
         for dtype in DTYPES:
-            g = torch.Generator(device="cuda").manual_seed(0)
-            x = (torch.randn(m, n, device="cuda", generator=g) * 4 + 8).to(dtype)
-            extra, ref = {}, None
-            if kernel == "softmax":
-                ref = torch.softmax(x.double(), dim=-1)
-            else:
-                w = (0.5 + torch.rand(n, device="cuda", generator=g)).to(dtype)
-                b = torch.randn(n, device="cuda", generator=g).to(dtype)
-                extra = dict(weight=w, bias=b)
-                ref = F.layer_norm(x.double(), (n,), w.double(), b.double(), 1e-5)
+            x, extra = inputs(kernel, m, n, dtype)
+            ref = reference(kernel, x, extra)
             config = after.default_for(kernel)(Shape({"M": m, "N": n}, "ab"), dtype)
             runs, outs, errors = {}, {}, {}
             for name, mod in versions.items():

@@ -36,10 +36,11 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from rows_ab import ROUNDS, copy_gbps, inputs, per_launch_us, reference  # noqa: E402
 
 from kernels import _rows_gluon as rows  # noqa: E402
 from kernelscope import runtime, teams  # noqa: E402
@@ -55,34 +56,7 @@ CASES = [
     ("layernorm", 1024, 65536, torch.bfloat16),
     ("layernorm", 1024, 65536, torch.float32),
 ]
-REPS, ROUNDS = 10, 15
 SCALING = [("softmax", 1024, 65536, torch.float16), ("layernorm", 1024, 65536, torch.float16)]
-
-
-def per_launch_us(fn) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(REPS):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / REPS
-
-
-def copy_gbps(size: int = 1 << 31) -> float:
-    """The copy bandwidth, timed the same way: a 2 GiB buffer copied (read + write), the median of the rounds."""
-    src = torch.empty(size, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    copy = [per_launch_us(lambda: dst.copy_(src)) for _ in range(ROUNDS)]
-    return 2 * size / statistics.median(copy) / 1e3
-
-
-def reference(kernel, xs, extra):
-    """fp64 softmax or LayerNorm of ``xs``."""
-    if kernel == "softmax":
-        return torch.softmax(xs.double(), dim=-1)
-    n = xs.shape[1]
-    return F.layer_norm(xs.double(), (n,), extra["weight"].double(), extra["bias"].double(), 1e-5)
 
 
 def run_with_teams(x, out, config, limits, extra, n_teams):
@@ -117,14 +91,7 @@ def main() -> None:
     out["cases"] = []
     print(f"{out['device']} copy {out['copy_GBps']:.0f} GB/s", file=sys.stderr)
     for kernel, m, n, dtype in CASES:
-        g = torch.Generator(device="cuda").manual_seed(0)
-        x = (torch.randn(m, n, device="cuda", generator=g) * 4 + 8).to(dtype)
-        extra = {}
-        if kernel == "layernorm":
-            extra = dict(
-                weight=(0.5 + torch.rand(n, device="cuda", generator=g)).to(dtype),
-                bias=torch.randn(n, device="cuda", generator=g).to(dtype),
-            )
+        x, extra = inputs(kernel, m, n, dtype)
         config = rows.default_for(kernel)(Shape({"M": m, "N": n}, "ab"), dtype)
 
         _, seen = run_with_teams(x, torch.empty_like(x), config, limits, extra, None)

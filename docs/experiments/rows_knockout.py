@@ -29,6 +29,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from rows_ab import ROUNDS, inputs, per_launch_us  # noqa: E402
+
 from kernelscope import runtime  # noqa: E402
 from kernelscope.spec import Shape  # noqa: E402
 
@@ -69,7 +71,6 @@ KNOCKOUTS = {
     ],
 }
 CASES = [("softmax", 1024, 65536, torch.float16), ("layernorm", 1024, 65536, torch.float16)]
-REPS, ROUNDS = 10, 15
 
 
 def variant(name: str, subs, tmp: Path):
@@ -86,16 +87,6 @@ def variant(name: str, subs, tmp: Path):
     return module
 
 
-def per_launch_us(fn) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(REPS):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / REPS
-
-
 def main() -> None:
     import triton
 
@@ -105,14 +96,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         modules = {name: variant(name, subs, Path(tmp)) for name, subs in KNOCKOUTS.items()}
         for kernel, m, n, dtype in CASES:
-            g = torch.Generator(device="cuda").manual_seed(0)
-            x = (torch.randn(m, n, device="cuda", generator=g) * 4 + 8).to(dtype)
-            extra = {}
-            if kernel == "layernorm":
-                extra = dict(
-                    weight=(0.5 + torch.rand(n, device="cuda", generator=g)).to(dtype),
-                    bias=torch.randn(n, device="cuda", generator=g).to(dtype),
-                )
+            x, extra = inputs(kernel, m, n, dtype)
             config = modules["intact"].default_for(kernel)(Shape({"M": m, "N": n}, "ko"), dtype)
             runs = {}
             failed = {}

@@ -1,0 +1,54 @@
+"""What the gluon_smem A/B experiments (``rows_fold_ab.py``, ``rows_configs_ab.py``, ``rows_grid_ab.py``,
+``rows_knockout.py``) share: their timing basis, the copy bandwidth measured on it, their inputs and fp64 references.
+
+Timing basis: CUDA events around ``REPS`` back-to-back launches, divided by ``REPS`` (each launch reads 64 MB or more,
+past the 50 MB L2, so none reads the previous one's rows from it); the scripts take ``ROUNDS`` rounds with their
+variants interleaved inside each, and keep every sample. Not the pipeline's basis (device timestamps) and not its
+gate: these say whether a change is worth a pipeline run, on one card.
+"""
+
+import statistics
+
+import torch
+import torch.nn.functional as F
+
+REPS, ROUNDS = 10, 15
+
+
+def per_launch_us(fn) -> float:
+    """One sample: ``REPS`` back-to-back calls of ``fn`` between two CUDA events, in µs a call."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(REPS):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / REPS
+
+
+def copy_gbps(size: int = 1 << 31) -> float:
+    """The copy bandwidth on the same basis: a 2 GiB buffer copied (read + write), the median of ``ROUNDS``."""
+    src = torch.empty(size, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    copy = [per_launch_us(lambda: dst.copy_(src)) for _ in range(ROUNDS)]
+    return 2 * size / statistics.median(copy) / 1e3
+
+
+def inputs(kernel: str, m: int, n: int, dtype: torch.dtype):
+    """Seeded rows ``x`` (N(8, 4)) and, for layernorm, the ``weight`` and ``bias`` keyword arguments of a launch."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = (torch.randn(m, n, device="cuda", generator=g) * 4 + 8).to(dtype)
+    extra = {}
+    if kernel == "layernorm":
+        extra = dict(
+            weight=(0.5 + torch.rand(n, device="cuda", generator=g)).to(dtype),
+            bias=torch.randn(n, device="cuda", generator=g).to(dtype),
+        )
+    return x, extra
+
+
+def reference(kernel: str, x: torch.Tensor, extra: dict) -> torch.Tensor:
+    """fp64 softmax or LayerNorm (eps 1e-5) of ``x``."""
+    if kernel == "softmax":
+        return torch.softmax(x.double(), dim=-1)
+    return F.layer_norm(x.double(), (x.shape[1],), extra["weight"].double(), extra["bias"].double(), 1e-5)
