@@ -347,8 +347,9 @@ def configs_for(kernel: str):
         parts = parts_options(n, size) or [1]
         out = [dict(c, PARTS=p) for p in parts for c in CONFIGS[kernel]]
         for chunk_rows, warps, part_bytes in SMALL_CONFIGS[kernel]:
-            config = dict(CHUNK_ROWS=chunk_rows, num_warps=warps, PARTS=max(1, n * size // part_bytes))
-            if n * size == config["PARTS"] * part_bytes and not config_reason(config, n, size):
+            parts, rest = divmod(n * size, part_bytes)
+            config = dict(CHUNK_ROWS=chunk_rows, num_warps=warps, PARTS=parts)
+            if parts and not rest and not config_reason(config, n, size):
                 out.append(config)
         return out
 
