@@ -8,6 +8,7 @@ gate: these say whether a change is worth a pipeline run, on one card.
 """
 
 import statistics
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -52,3 +53,52 @@ def reference(kernel: str, x: torch.Tensor, extra: dict) -> torch.Tensor:
     if kernel == "softmax":
         return torch.softmax(x.double(), dim=-1)
     return F.layer_norm(x.double(), (x.shape[1],), extra["weight"].double(), extra["bias"].double(), 1e-5)
+
+
+def time_configs(rows, limits, kernel: str, m: int, n: int, dtype: torch.dtype, configs: dict, copy: float) -> dict:
+    """Each of ``configs`` (name -> config) launched through ``rows.launch`` on one seeded case: its output checked
+    against fp64 first (max error, NaN count; a config that fails to build or launch is recorded and the others
+    still run), then ``ROUNDS`` rounds with the configs interleaved inside each. The case's record, with every
+    sample and the % of ``copy`` (GB/s) each median reaches; a line a config on stderr."""
+    x, extra = inputs(kernel, m, n, dtype)
+    ref = reference(kernel, x, extra)
+    runs, case = {}, {"kernel": kernel, "M": m, "N": n, "dtype": str(dtype)[6:], "configs": {}}
+    for name, config in configs.items():
+        o = torch.full_like(x, float("nan"))
+        record = {"config": config}
+        try:
+            run = rows.launch(x, o, config, limits, **extra)
+            run()
+            torch.cuda.synchronize()
+            err = (o.double() - ref).abs()
+            record.update(max_abs_err=err.max().item(), nan=int(o.isnan().sum()))
+            runs[name] = run
+            del err
+        except Exception as exc:  # a config that does not build or launch is recorded, the others still run
+            record["failed"] = f"{type(exc).__name__}: {exc}"[:1500]
+        case["configs"][name] = record
+    times = {name: [] for name in runs}
+    for _ in range(ROUNDS):
+        for name, run in runs.items():
+            times[name].append(per_launch_us(run))
+    moved = 2 * x.numel() * x.element_size()
+    for name in runs:
+        med = statistics.median(times[name])
+        case["configs"][name].update(
+            median_us=med,
+            min_us=min(times[name]),
+            max_us=max(times[name]),
+            pct_of_copy=100 * moved / med / 1e3 / copy,
+            samples_us=times[name],
+        )
+    print(f"{kernel} {m}x{n} {case['dtype']}:", file=sys.stderr)
+    for name, rec in case["configs"].items():
+        if "failed" in rec:
+            print(f"  {name}: FAILED {rec['failed'][:200]}", file=sys.stderr)
+        else:
+            print(
+                f"  {name} {rec['config']}: {rec['median_us']:.1f} us ({rec['pct_of_copy']:.1f} %) "
+                f"err {rec['max_abs_err']:.1e} nan {rec['nan']}",
+                file=sys.stderr,
+            )
+    return case

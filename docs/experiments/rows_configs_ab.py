@@ -16,7 +16,6 @@ sample printed. Each config's output is checked against fp64 first (max error, N
 """
 
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from rows_ab import ROUNDS, copy_gbps, inputs, per_launch_us, reference  # noqa: E402
+from rows_ab import copy_gbps, time_configs  # noqa: E402
 
 from kernels import _rows_gluon as rows  # noqa: E402
 from kernelscope import runtime  # noqa: E402
@@ -60,10 +59,8 @@ def main() -> None:
     out["cases"] = []
     print(f"{out['device']} copy {out['copy_GBps']:.0f} GB/s", file=sys.stderr)
     for kernel, m, n, dtype in CASES:
-        x, extra = inputs(kernel, m, n, dtype)
-        ref = reference(kernel, x, extra)
         default = rows.default_for(kernel)(Shape({"M": m, "N": n}, "ab"), dtype)
-        row_bytes = n * x.element_size()
+        row_bytes = n * torch.tensor([], dtype=dtype).element_size()
         configs = {"default": default}
         for chunk_rows, warps, part_bytes in CONFIGS:
             parts = max(1, row_bytes // part_bytes)
@@ -71,47 +68,7 @@ def main() -> None:
             if (n // rows.W) % parts or (n // rows.W // parts) % chunk_rows or config == default:
                 continue
             configs[f"{chunk_rows}x{warps}w/{part_bytes // 1024}K"] = config
-        runs, case = {}, {"kernel": kernel, "M": m, "N": n, "dtype": str(dtype)[6:], "configs": {}}
-        for name, config in configs.items():
-            o = torch.full_like(x, float("nan"))
-            record = {"config": config}
-            try:
-                run = rows.launch(x, o, config, limits, **extra)
-                run()
-                torch.cuda.synchronize()
-                err = (o.double() - ref).abs()
-                record.update(max_abs_err=err.max().item(), nan=int(o.isnan().sum()))
-                runs[name] = run
-                del err
-            except Exception as exc:  # a config that does not build or launch is recorded, the others still run
-                record["failed"] = f"{type(exc).__name__}: {exc}"[:1500]
-            case["configs"][name] = record
-        times = {name: [] for name in runs}
-        for _ in range(ROUNDS):
-            for name, run in runs.items():
-                times[name].append(per_launch_us(run))
-        moved = 2 * x.numel() * x.element_size()
-        for name in runs:
-            med = statistics.median(times[name])
-            case["configs"][name].update(
-                median_us=med,
-                min_us=min(times[name]),
-                max_us=max(times[name]),
-                pct_of_copy=100 * moved / med / 1e3 / out["copy_GBps"],
-                samples_us=times[name],
-            )
-        out["cases"].append(case)
-        print(f"{kernel} {m}x{n} {case['dtype']}:", file=sys.stderr)
-        for name, rec in case["configs"].items():
-            if "failed" in rec:
-                print(f"  {name}: FAILED {rec['failed'][:200]}", file=sys.stderr)
-            else:
-                print(
-                    f"  {name} {rec['config']}: {rec['median_us']:.1f} us ({rec['pct_of_copy']:.1f} %) "
-                    f"err {rec['max_abs_err']:.1e} nan {rec['nan']}",
-                    file=sys.stderr,
-                )
-        del ref
+        out["cases"].append(time_configs(rows, limits, kernel, m, n, dtype, configs, out["copy_GBps"]))
     print(json.dumps(out))
 
 
