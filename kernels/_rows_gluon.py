@@ -79,11 +79,12 @@ SMALL_CONFIGS = {
 #: programs that hold their part in registers (``HOLD``): one slot a part, refilled with the program's next row as
 #: soon as it is read, so the next row is in flight through the team exchange and pass 2; (num_warps, part bytes,
 #: HOLD). ``HOLD=2`` keeps 16-bit parts as 16 bits (converted again in pass 2: fewer registers, so more programs an
-#: SM), ``HOLD=1`` keeps pass 1's fp32 values. Registers bound these programs, not shared memory: at most
+#: SM), ``HOLD=1`` keeps pass 1's fp32 values, ``HOLD=3`` softmax's exponentials of pass 1 (one exponential an
+#: element instead of two; layernorm treats it as 1). Registers bound these programs, not shared memory: at most
 #: ``MAX_HOLD_PARTS`` a row, a part of at most ``W`` box rows (a TMA box is at most 256 a side).
 HOLD_CONFIGS = {
-    "softmax": [(4, 8192, 2), (8, 16384, 2), (8, 32768, 2), (4, 16384, 1)],
-    "layernorm": [(4, 8192, 2), (8, 16384, 2), (8, 32768, 2), (4, 16384, 1)],
+    "softmax": [(4, 8192, 3), (8, 16384, 3), (8, 32768, 3), (4, 8192, 2), (8, 16384, 2)],
+    "layernorm": [(4, 8192, 2), (8, 16384, 2), (8, 32768, 2), (4, 8192, 1), (8, 16384, 1)],
 }
 MAX_HOLD_PARTS = 64
 #: the default (``default_for``): at least this many programs a row, each holding at most this many bytes (and at
@@ -231,7 +232,8 @@ def _softmax_smem_kernel(
             m_sub = gl.where(m_new == -float("inf"), 0.0, m_new)  # a box row of -inf so far: nothing to rescale
             s_run = s_run * gl.exp2(m_run - m_sub)
             if not (SKIP_LAST_CHUNK_IN_SUM and c == CHUNKS - 1):
-                s_run += gl.sum(gl.exp2(x - gl.expand_dims(m_sub, 1)), axis=1)
+                e = gl.exp2(x - gl.expand_dims(m_sub, 1))
+                s_run += gl.sum(e, axis=1)
             m_run = m_new
         # the part's max and sum from its box rows', then (split rows) the row's from its team's parts
         m_part = gl.max(m_run, axis=0)
@@ -248,12 +250,15 @@ def _softmax_smem_kernel(
         # normalised and stored
         base = y_ptr + row.to(gl.int64) * (PARTS * PART) + part * PART
         for c in gl.static_range(CHUNKS):
-            if HOLD:
-                x = _held(held, HOLD).to(gl.float32)
+            if HOLD == 3:  # the held exponentials of pass 1 (one slot: m_sub is each box row's max), rescaled
+                y = e * gl.expand_dims(gl.exp2(m_sub - m_row) * inv_sum, 1)
             else:
-                x = slots.index(c).load(layout).to(gl.float32)
-                _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
-            y = gl.exp2(x * LOG2E - m_row) * inv_sum
+                if HOLD:
+                    x = _held(held, HOLD).to(gl.float32)
+                else:
+                    x = slots.index(c).load(layout).to(gl.float32)
+                    _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
+                y = gl.exp2(x * LOG2E - m_row) * inv_sum
             gl.store(base + c * CHUNK_ROWS * BOX_W + offs, y.to(dtype))
         phase ^= 1
 
@@ -467,8 +472,8 @@ def config_reason(config, n_cols: int, element_size: int) -> str | None:
 
 def _hold_reason(config, n_cols: int, parts: int) -> str | None:
     """``config_reason`` for a program that holds its part in registers: one slot a part, ``MAX_HOLD_PARTS``."""
-    if config["HOLD"] not in (1, 2):
-        return f"HOLD={config['HOLD']} is not 1 (fp32 held) or 2 (16 bits held)"
+    if config["HOLD"] not in (1, 2, 3):
+        return f"HOLD={config['HOLD']} is not 1 (fp32 held), 2 (16 bits held) or 3 (softmax's exponentials held)"
     box_rows, rest = divmod(n_cols // W, parts)
     if parts & (parts - 1) or parts > MAX_HOLD_PARTS or rest:
         return f"PARTS={parts} is not a power of two up to {MAX_HOLD_PARTS} that divides {n_cols // W} box rows"

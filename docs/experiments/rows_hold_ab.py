@@ -6,7 +6,8 @@ a program refills a slot only in pass 2, after its whole part has landed and its
 the shared memory an SM holds is waiting, not in flight. A held part is read into registers once, as it lands,
 and its slot is refilled with the program's next row at once; the exchange and pass 2 run from registers while the
 next row streams in. Registers, not shared memory, then bound the programs an SM, so parts are smaller (8-32 KB)
-and teams larger. ``HOLD=1`` keeps pass 1's fp32 values, ``HOLD=2`` the 16-bit values (converted again in pass 2).
+and teams larger. ``HOLD=1`` keeps pass 1's fp32 values, ``HOLD=2`` the 16-bit values (converted again in pass 2),
+``HOLD=3`` softmax's exponentials of pass 1 (one exponential an element, not two).
 
 Timing basis: CUDA events around ``REPS`` back-to-back launches divided by ``REPS`` (``rows_ab.py``); ``ROUNDS``
 rounds with the configs interleaved inside each; medians, extremes and every sample printed. Each config's output is
@@ -38,7 +39,7 @@ CASES = [
     ("layernorm", 1024, 65536, torch.float32),
     ("softmax", 256, 262144, torch.float16),
 ]
-#: (num_warps, part bytes) of the held programs, each with HOLD 1 and 2 (the same kernel in fp32)
+#: (num_warps, part bytes) of the held programs, each with HOLD 1 and 2 (the same kernel in fp32), and 3 in softmax
 HELD = [(4, 8192), (4, 16384), (8, 16384), (8, 32768)]
 #: session 25's fastest small program: 16-row slots on 4 warps, 32 KB parts
 SMALL = (16, 4, 32768)
@@ -59,7 +60,7 @@ def main() -> None:
         if small != configs["default"] and not rows.config_reason(small, n, size):
             configs["4w/32K"] = small
         for warps, part_bytes in HELD:
-            for hold in (1, 2) if size == 2 else (1,):
+            for hold in [*((1, 2) if size == 2 else (1,)), *((3,) if kernel == "softmax" else ())]:
                 config = dict(CHUNK_ROWS=part_bytes // (rows.W * size), num_warps=warps, PARTS=n * size // part_bytes)
                 config["HOLD"] = hold
                 if not rows.config_reason(config, n, size):
