@@ -40,7 +40,7 @@ CASES = [
     ("softmax", 256, 262144, torch.float16),
 ]
 #: (num_warps, part bytes) of the held programs, each with HOLD 1 and 2 (the same kernel in fp32), and 3 in softmax
-HELD = [(4, 8192), (4, 16384), (8, 16384), (8, 32768)]
+HELD = [(4, 8192), (8, 16384), (8, 32768)]
 #: session 25's fastest small program: 16-row slots on 4 warps, 32 KB parts
 SMALL = (16, 4, 32768)
 
