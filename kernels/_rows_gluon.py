@@ -21,6 +21,11 @@ partials with ``kernelscope.teams``' protocol (publish, atomic arrival, bounded 
 is whole teams, all resident at once. Rows must be contiguous with N a multiple of W (the TMA box is at most 256
 elements a side), and a part must fit ``MAX_ROW_BYTES``.
 
+A program may instead hold its part in registers (``HOLD``, swept beside the slots): one slot a part, read once
+as it lands and refilled with the program's next row at once, so that row is in flight through the team exchange
+and pass 2, which run from registers. Registers then bound the programs an SM, so held parts are small (8-32 KB)
+and teams large (up to ``MAX_HOLD_PARTS``); softmax may keep pass 1's exponentials (one an element, not two).
+
 No second pass over shared memory: each box row's statistics are kept online as its slot lands, so the program
 has loads of its own in flight for all but the normalising pass (docs/kernel-notes.md, "Session 22" and "Session
 23", has what the two-pass first version measured, and the designs tried and not kept).
