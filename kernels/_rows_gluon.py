@@ -21,11 +21,6 @@ partials with ``kernelscope.teams``' protocol (publish, atomic arrival, bounded 
 is whole teams, all resident at once. Rows must be contiguous with N a multiple of W (the TMA box is at most 256
 elements a side), and a part must fit ``MAX_ROW_BYTES``.
 
-A program may instead hold its part in registers (``HOLD``, swept beside the slots): one slot a part, read once
-as it lands and refilled with the program's next row at once, so that row is in flight through the team exchange
-and pass 2, which run from registers. Registers then bound the programs an SM, so held parts are small (8-32 KB)
-and teams large (up to ``MAX_HOLD_PARTS``); softmax may keep pass 1's exponentials (one an element, not two).
-
 No second pass over shared memory: each box row's statistics are kept online as its slot lands, so the program
 has loads of its own in flight for all but the normalising pass (docs/kernel-notes.md, "Session 22" and "Session
 23", has what the two-pass first version measured, and the designs tried and not kept).
@@ -81,17 +76,6 @@ SMALL_CONFIGS = {
     "softmax": [(16, 4, 32768), (16, 4, 16384), (8, 2, 16384), (8, 1, 8192)],
     "layernorm": [(16, 4, 32768), (16, 4, 16384), (8, 2, 16384), (4, 1, 8192)],
 }
-#: programs that hold their part in registers (``HOLD``): one slot a part, refilled with the program's next row as
-#: soon as it is read, so the next row is in flight through the team exchange and pass 2; (num_warps, part bytes,
-#: HOLD). ``HOLD=2`` keeps 16-bit parts as 16 bits (converted again in pass 2: fewer registers, so more programs an
-#: SM), ``HOLD=1`` keeps pass 1's fp32 values, ``HOLD=3`` softmax's exponentials of pass 1 (one exponential an
-#: element instead of two; layernorm treats it as 1). Registers bound these programs, not shared memory: at most
-#: ``MAX_HOLD_PARTS`` a row, a part of at most ``W`` box rows (a TMA box is at most 256 a side).
-HOLD_CONFIGS = {
-    "softmax": [(4, 8192, 3), (8, 16384, 3), (8, 32768, 3), (4, 8192, 2), (8, 16384, 2)],
-    "layernorm": [(4, 8192, 2), (8, 16384, 2), (8, 32768, 2), (4, 8192, 1), (8, 16384, 1)],
-}
-MAX_HOLD_PARTS = 64
 #: the default (``default_for``): at least this many programs a row, each holding at most this many bytes (and at
 #: most ``DEFAULT_BYTES_PER_WARP`` a warp), and the slots by element size; the fastest in session 23's sweeps on the
 #: H100 and the H200, and for 16-bit layernorm in session 25's on the H100 (docs/kernel-notes.md, "Session 23" and
@@ -161,15 +145,6 @@ def _refill(x_desc, slots, bars, c, unit, pred, CHUNK_ROWS: _constexpr, CHUNKS: 
 
 
 @_gluon_jit
-def _held(x, HOLD: _constexpr):
-    """The held part for pass 2. ``HOLD == 2`` with 16-bit x: through an opaque copy, so the compiler converts it
-    to fp32 again rather than keep pass 1's fp32 values alive (half the registers, one conversion more)."""
-    if HOLD == 2 and x.dtype.primitive_bitwidth == 16:
-        return gl.inline_asm_elementwise("mov.b16 $0, $1;", "=h,h", [x], dtype=x.dtype, is_pure=False, pack=1)
-    return x
-
-
-@_gluon_jit
 def _team_partials(stats_ptr, arrived_ptr, row, part, a, b, PARTS: _constexpr, num_warps: _constexpr):
     """Publish this program's partials ``(a, b)`` of ``row``, wait until the team's ``PARTS`` programs have, and
     return all of them as two [PARTS] vectors; then count this program as a reader (the last reader poisons the
@@ -209,7 +184,6 @@ def _softmax_smem_kernel(
     PARTS: _constexpr,
     VEC: _constexpr,
     SKIP_LAST_CHUNK_IN_SUM: _constexpr,
-    HOLD: _constexpr,
     num_warps: _constexpr,
 ):
     dtype: gl.constexpr = x_desc.dtype
@@ -219,26 +193,20 @@ def _softmax_smem_kernel(
     # each box row's max and sum a warp-level reduction
     layout: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [num_warps, 1], [1, 0])
     box_rows: gl.constexpr = gl.SliceLayout(1, layout)
-    gl.static_assert(HOLD == 0 or CHUNKS == 1, "a held part is one slot")
     part, team, teams, slots, bars, offs = _start(x_desc, layout, CHUNK_ROWS, CHUNKS, PARTS)
     phase = 0
     for row in range(team, M, teams):
-        nxt = row + teams
         # pass 1, as the slots land: each box row's running max and sum of exponentials (online, in log2 units)
         m_run = gl.full([CHUNK_ROWS], -float("inf"), gl.float32, box_rows)
         s_run = gl.zeros([CHUNK_ROWS], gl.float32, box_rows)
         for c in gl.static_range(CHUNKS):
             mbarrier.wait(bars.index(c), phase)
-            held = slots.index(c).load(layout)
-            if HOLD:  # the part (one slot) held in registers, its slot refilled with the next unit at once
-                _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
-            x = held.to(gl.float32) * LOG2E
+            x = slots.index(c).load(layout).to(gl.float32) * LOG2E
             m_new = gl.maximum(m_run, gl.max(x, axis=1))
             m_sub = gl.where(m_new == -float("inf"), 0.0, m_new)  # a box row of -inf so far: nothing to rescale
             s_run = s_run * gl.exp2(m_run - m_sub)
             if not (SKIP_LAST_CHUNK_IN_SUM and c == CHUNKS - 1):
-                e = gl.exp2(x - gl.expand_dims(m_sub, 1))
-                s_run += gl.sum(e, axis=1)
+                s_run += gl.sum(gl.exp2(x - gl.expand_dims(m_sub, 1)), axis=1)
             m_run = m_new
         # the part's max and sum from its box rows', then (split rows) the row's from its team's parts
         m_part = gl.max(m_run, axis=0)
@@ -251,19 +219,13 @@ def _softmax_smem_kernel(
             m_row = m_part
             s_row = s_part
         inv_sum = 1.0 / s_row
-        # pass 2: each slot to registers (HOLD: the held part), refilled with this program's next unit at once,
-        # normalised and stored
+        # pass 2: each slot to registers, refilled with this program's next unit at once, normalised and stored
+        nxt = row + teams
         base = y_ptr + row.to(gl.int64) * (PARTS * PART) + part * PART
         for c in gl.static_range(CHUNKS):
-            if HOLD == 3:  # the held exponentials of pass 1 (one slot: m_sub is each box row's max), rescaled
-                y = e * gl.expand_dims(gl.exp2(m_sub - m_row) * inv_sum, 1)
-            else:
-                if HOLD:
-                    x = _held(held, HOLD).to(gl.float32)
-                else:
-                    x = slots.index(c).load(layout).to(gl.float32)
-                    _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
-                y = gl.exp2(x * LOG2E - m_row) * inv_sum
+            x = slots.index(c).load(layout).to(gl.float32)
+            _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
+            y = gl.exp2(x * LOG2E - m_row) * inv_sum
             gl.store(base + c * CHUNK_ROWS * BOX_W + offs, y.to(dtype))
         phase ^= 1
 
@@ -286,7 +248,6 @@ def _layernorm_smem_kernel(
     PARTS: _constexpr,
     VEC: _constexpr,
     SKIP_LAST_CHUNK_IN_SUM: _constexpr,
-    HOLD: _constexpr,
     num_warps: _constexpr,
 ):
     dtype: gl.constexpr = x_desc.dtype
@@ -294,22 +255,17 @@ def _layernorm_smem_kernel(
     PART: gl.constexpr = CHUNKS * CHUNK_ROWS * BOX_W
     layout: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [num_warps, 1], [1, 0])
     box_rows: gl.constexpr = gl.SliceLayout(1, layout)
-    gl.static_assert(HOLD == 0 or CHUNKS == 1, "a held part is one slot")
     part, team, teams, slots, bars, offs = _start(x_desc, layout, CHUNK_ROWS, CHUNKS, PARTS)
     cols0 = part * PART + offs  # this program's columns of its first slot
     phase = 0
     for row in range(team, M, teams):
-        nxt = row + teams
         # pass 1, as the slots land: each box row's mean and sum of squared deviations, exact two-pass over the
         # box row in registers, merged slot by slot (Chan et al.: equal counts, so the weights are constants)
         mean_run = gl.zeros([CHUNK_ROWS], gl.float32, box_rows)
         m2_run = gl.zeros([CHUNK_ROWS], gl.float32, box_rows)
         for c in gl.static_range(CHUNKS):
             mbarrier.wait(bars.index(c), phase)
-            held = slots.index(c).load(layout)
-            if HOLD:  # the part (one slot) held in registers, its slot refilled with the next unit at once
-                _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
-            x = held.to(gl.float32)
+            x = slots.index(c).load(layout).to(gl.float32)
             if SKIP_LAST_CHUNK_IN_SUM and c == CHUNKS - 1:  # the negative control: zeros in the last slot's place
                 x = x * 0.0
             box_mean = gl.sum(x, axis=1) / BOX_W
@@ -330,17 +286,14 @@ def _layernorm_smem_kernel(
             mean = mean_part
             m2 = m2_part
         rstd = gl.rsqrt(m2 / (PARTS * PART) + eps)
-        # pass 2: each slot to registers (HOLD: the held part), refilled at once, then the affine step with weight
-        # and bias from L2
+        # pass 2: each slot to registers, refilled at once, then the affine step with weight and bias from L2
+        nxt = row + teams
         base = y_ptr + row.to(gl.int64) * (PARTS * PART)
         for c in gl.static_range(CHUNKS):
             w = gl.load(w_ptr + cols0 + c * CHUNK_ROWS * BOX_W)
             b = gl.load(b_ptr + cols0 + c * CHUNK_ROWS * BOX_W)
-            if HOLD:
-                x = _held(held, HOLD).to(gl.float32)
-            else:
-                x = slots.index(c).load(layout).to(gl.float32)
-                _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
+            x = slots.index(c).load(layout).to(gl.float32)
+            _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
             y = (x - mean) * rstd * w.to(gl.float32) + b.to(gl.float32)
             gl.store(base + cols0 + c * CHUNK_ROWS * BOX_W, y.to(dtype))
         phase ^= 1
@@ -396,11 +349,6 @@ def configs_for(kernel: str):
         for chunk_rows, warps, part_bytes in SMALL_CONFIGS[kernel]:
             parts, rest = divmod(n * size, part_bytes)
             config = dict(CHUNK_ROWS=chunk_rows, num_warps=warps, PARTS=parts)
-            if parts and not rest and not config_reason(config, n, size):
-                out.append(config)
-        for warps, part_bytes, hold in HOLD_CONFIGS[kernel]:
-            parts, rest = divmod(n * size, part_bytes)
-            config = dict(CHUNK_ROWS=part_bytes // (W * size), num_warps=warps, PARTS=parts, HOLD=hold)
             if parts and not rest and not config_reason(config, n, size):
                 out.append(config)
         return out
@@ -462,28 +410,12 @@ def shape_reason(n_cols: int, element_size: int) -> str | None:
 def config_reason(config, n_cols: int, element_size: int) -> str | None:
     """Why this config cannot split rows of ``n_cols`` elements into parts and slots, or None."""
     parts, warps = int(config.get("PARTS", 1)), int(config["num_warps"])
-    if config.get("HOLD", 0):
-        return _hold_reason(config, n_cols, parts)
     options = parts_options(n_cols, element_size, warps)
     if parts not in options:
         return f"PARTS={parts} is not one of {options} for a row of {n_cols} elements on {warps} warps a program"
     box_rows = n_cols // W // parts
     if box_rows % config["CHUNK_ROWS"]:
         return f"{box_rows} box rows a part do not split into slots of {config['CHUNK_ROWS']}"
-    if config["CHUNK_ROWS"] < config["num_warps"]:
-        return f"{config['CHUNK_ROWS']} box rows a slot for {config['num_warps']} warps: idle warps"
-    return None
-
-
-def _hold_reason(config, n_cols: int, parts: int) -> str | None:
-    """``config_reason`` for a program that holds its part in registers: one slot a part, ``MAX_HOLD_PARTS``."""
-    if config["HOLD"] not in (1, 2, 3):
-        return f"HOLD={config['HOLD']} is not 1 (fp32 held), 2 (16 bits held) or 3 (softmax's exponentials held)"
-    box_rows, rest = divmod(n_cols // W, parts)
-    if parts & (parts - 1) or parts > MAX_HOLD_PARTS or rest:
-        return f"PARTS={parts} is not a power of two up to {MAX_HOLD_PARTS} that divides {n_cols // W} box rows"
-    if config["CHUNK_ROWS"] != box_rows or box_rows > W:
-        return f"a held part is one slot of at most {W} box rows: CHUNK_ROWS={config['CHUNK_ROWS']}, {box_rows} a part"
     if config["CHUNK_ROWS"] < config["num_warps"]:
         return f"{config['CHUNK_ROWS']} box rows a slot for {config['num_warps']} warps: idle warps"
     return None
@@ -520,7 +452,6 @@ def launch(
         PARTS=parts,
         VEC=16 // x.element_size(),
         SKIP_LAST_CHUNK_IN_SUM=skip_last_chunk_in_sum,
-        HOLD=int(config.get("HOLD", 0)),
         num_warps=warps,
     )
     if weight is not None:

@@ -37,8 +37,7 @@ for build in json.loads(sys.argv[1]):
     parts = config.get("PARTS", 1)
     chunks = n // sg.W // parts // config["CHUNK_ROWS"]
     const = dict(CHUNK_ROWS=config["CHUNK_ROWS"], CHUNKS=chunks, PARTS=parts, VEC=16 // x.element_size(),
-                 SKIP_LAST_CHUNK_IN_SUM=build.get("skip", False), HOLD=int(config.get("HOLD", 0)),
-                 num_warps=config["num_warps"])
+                 SKIP_LAST_CHUNK_IN_SUM=build.get("skip", False), num_warps=config["num_warps"])
     sig |= dict.fromkeys(const, "constexpr")
     pointers = (1, 2, 3, 4, 5) if build["kernel"] == "layernorm" else (1, 2, 3)
     k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=const,
@@ -50,7 +49,7 @@ for build in json.loads(sys.argv[1]):
                 "ex2": ptx.count("ex2.approx"), "add": ptx.count("add.f32") + ptx.count("add.rn.f32"),
                 "fence": ptx.count("fence.proxy.async"), "shared": k.metadata.shared,
                 "atom": ptx.count("atom.global"), "regs": regs, "shfl": ptx.count("shfl.sync"),
-                "spill": spill, "ldsv4": ptx.count("ld.shared.v4")})
+                "spill": spill})
 print(json.dumps({"builds": out}))
 """
 )
@@ -77,9 +76,8 @@ def test_each_part_arrives_by_tma_slot_by_slot_and_no_config_spills(kernel):
         for c in sg.configs_for(kernel)(_shape(N=n), getattr(torch, dtype))
         if not sg.config_reason(c, n, size)  # what the prune rule leaves
     ]
-    assert {b["config"]["PARTS"] for b in builds} == {1, 2, 4, 8, 16, 32, 64}
+    assert {b["config"]["PARTS"] for b in builds} == {1, 2, 4, 8, 16, 32}
     assert {b["config"]["num_warps"] for b in builds} >= {1, 2, 4, 8, 16}
-    assert {b["config"].get("HOLD", 0) for b in builds} == ({0, 2, 3} if kernel == "softmax" else {0, 1, 2})
     skip = {"config": dict(sg.CONFIGS[kernel][1], PARTS=2), "dtype": "float16", "N": 65536, "kernel": kernel}
     results = helpers.offline_sm90(_SM90_GLUON_SOFTMAX, [*builds, skip, {**skip, "skip": True}])["builds"]
     for build, r in zip(builds, results[: len(builds)], strict=True):
@@ -87,12 +85,6 @@ def test_each_part_arrives_by_tma_slot_by_slot_and_no_config_spills(kernel):
         assert r["stv4"] > 0 and r["spill"] == 0, (build, r)
         assert r["shared"] <= sg.MAX_ROW_BYTES + 1024 <= SM90_SHARED, (build, r)
         assert r["atom"] == (3 if build["config"]["PARTS"] > 1 else 0), (build, r)
-        # a held part is read from shared memory (in 16-byte vectors) once a row; a split row's slots twice, in pass
-        # 1 and in pass 2 (with one slot and no team, the compiler may reuse pass 1's read)
-        vectors = r["chunks"] * build["config"]["CHUNK_ROWS"] * sg.W * (4 if build["dtype"] == "float32" else 2) // 16
-        reads = 1 if build["config"].get("HOLD") else 2
-        if reads == 1 or build["config"]["PARTS"] > 1:
-            assert r["ldsv4"] == reads * vectors // (32 * build["config"]["num_warps"]), (build, r)
     whole, skipped = results[-2:]
     work = "ex2" if kernel == "softmax" else "add"
     assert skipped["tma"] == whole["tma"] and skipped[work] < whole[work], (whole, skipped)
@@ -125,12 +117,11 @@ def test_shapes_parts_and_configs():
     # every config swept passes the prune rule
     shape = _shape(N=262144)
     configs = sg.configs_for("softmax")(shape, torch.float32)
-    assert {c["PARTS"] for c in configs if "HOLD" not in c} == {8, 16, 32}
-    assert {c["PARTS"] for c in configs if "HOLD" in c} == {32, 64}
+    assert {c["PARTS"] for c in configs} == {8, 16, 32}
     assert not any(sg.prune(c, shape, torch.float32, {}) for c in configs)
     # the small programs come at their own part size only: 8 KB parts of a 128 KB row on one warp, none of a 1 MB
     # row (that would be 128 parts)
-    small = [c for c in sg.configs_for("softmax")(_shape(), torch.float16) if c["num_warps"] < 8 and "HOLD" not in c]
+    small = [c for c in sg.configs_for("softmax")(_shape(), torch.float16) if c["num_warps"] < 8]
     assert {(c["num_warps"], c["PARTS"]) for c in small} == {(4, 4), (4, 8), (2, 8), (1, 16)}
     assert not any(c["num_warps"] == 1 for c in configs)
     # the defaults (DEFAULT, DEFAULT_SLOTS): at least 4 programs a row of at most 64 KB (8 KB a warp) each; the
@@ -157,36 +148,6 @@ def test_shapes_parts_and_configs():
     for kernel in ("softmax", "layernorm"):
         control = sg.default_for(kernel, control=True)(wide, torch.float16)
         assert control["CHUNK_ROWS"] == 16 and not sg.prune(control, wide, torch.float16, {})
-
-
-def test_held_parts_are_one_slot_in_registers_16_bits_stay_16_bits_and_exponentials_are_kept():
-    """A held part is one slot of at most 256 box rows, in a team of at most MAX_HOLD_PARTS, and the 16-bit hold
-    (HOLD=2) is converted again in pass 2 instead of keeping pass 1's fp32 values: in softmax's offline sm_90a build,
-    fewer registers (so more programs an SM) than HOLD=1 at the same part. (Layernorm's builds do not always
-    follow: 80 against 77 registers at 8 warps and 16 KB on triton 3.7.1.) Softmax's HOLD=3 keeps pass 1's
-    exponentials and rescales them in pass 2."""
-    held = {"CHUNK_ROWS": 32, "num_warps": 8, "PARTS": 8, "HOLD": 2}
-    assert sg.config_reason(held, 65536, 2) is None
-    assert "one slot" in sg.config_reason({**held, "CHUNK_ROWS": 16}, 65536, 2)
-    assert "power of two up to 64" in sg.config_reason({**held, "CHUNK_ROWS": 2, "PARTS": 128}, 65536, 2)
-    assert "HOLD=4" in sg.config_reason({**held, "HOLD": 4}, 65536, 2)
-    assert "idle warps" in sg.config_reason({**held, "CHUNK_ROWS": 4, "PARTS": 64}, 65536, 2)
-    configs = sg.configs_for("layernorm")(_shape(), torch.bfloat16)
-    assert {c["PARTS"] for c in configs if c.get("HOLD")} == {4, 8, 16}
-    small = {"CHUNK_ROWS": 16, "num_warps": 4, "PARTS": 16}
-    builds = [
-        {"config": {**config, "HOLD": hold}, "dtype": dtype, "N": 65536, "kernel": "softmax"}
-        for config in (held, small)
-        for dtype in ("float16", "bfloat16")
-        for hold in (1, 2)
-    ]
-    # softmax's held exponentials (HOLD=3): one exponential an element, not two
-    builds.append({**builds[0], "config": {**held, "HOLD": 3}})
-    r = helpers.offline_sm90(_SM90_GLUON_SOFTMAX, builds)["builds"]
-    assert all(two["regs"] < one["regs"] for one, two in zip(r[:-1:2], r[1:-1:2])), r
-    assert all(b["spill"] == 0 and b["chunks"] == 1 for b in r), r
-    per_element = 32 * sg.W // (32 * held["num_warps"])  # a thread's elements of the part
-    assert r[0]["ex2"] >= 2 * per_element and per_element <= r[-1]["ex2"] < 2 * per_element, r
 
 
 def _shape(**params):

@@ -14,6 +14,9 @@ rounds with the configs interleaved inside each; medians, extremes and every sam
 checked against fp64 first (max error, NaN count).
 
     python docs/experiments/rows_hold_ab.py > rows_hold_ab.json
+
+Measured at 616e543 (the held programs lost in every case, so the code went back at the next commit): run it from
+a checkout of that commit, whose ``kernels/_rows_gluon.py`` has ``HOLD``.
 """
 
 import json
