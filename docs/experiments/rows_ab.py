@@ -27,6 +27,18 @@ def per_launch_us(fn) -> float:
     return start.elapsed_time(end) * 1e3 / REPS
 
 
+def run_record() -> dict:
+    """An experiment's output record: the device and stack, the copy bandwidth on this basis and an empty list of
+    cases; the device and the copy bandwidth also on stderr."""
+    import triton
+
+    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
+    out["copy_GBps"] = copy_gbps()
+    out["cases"] = []
+    print(f"{out['device']} copy {out['copy_GBps']:.0f} GB/s", file=sys.stderr)
+    return out
+
+
 def copy_gbps(size: int = 1 << 31) -> float:
     """The copy bandwidth on the same basis: a 2 GiB buffer copied (read + write), the median of ``ROUNDS``."""
     src = torch.empty(size, dtype=torch.uint8, device="cuda")

@@ -40,7 +40,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from rows_ab import ROUNDS, copy_gbps, inputs, per_launch_us, reference  # noqa: E402
+from rows_ab import ROUNDS, inputs, per_launch_us, reference, run_record  # noqa: E402
 
 from kernels import _rows_gluon as rows  # noqa: E402
 from kernelscope import runtime, teams  # noqa: E402
@@ -83,13 +83,8 @@ def run_with_teams(x, out, config, limits, extra, n_teams):
 
 
 def main() -> None:
-    import triton
-
     limits = runtime.device_limits()
-    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
-    out["copy_GBps"] = copy_gbps()
-    out["cases"] = []
-    print(f"{out['device']} copy {out['copy_GBps']:.0f} GB/s", file=sys.stderr)
+    out = run_record()
     for kernel, m, n, dtype in CASES:
         x, extra = inputs(kernel, m, n, dtype)
         config = rows.default_for(kernel)(Shape({"M": m, "N": n}, "ab"), dtype)

@@ -28,7 +28,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from rows_ab import copy_gbps, time_configs  # noqa: E402
+from rows_ab import run_record, time_configs  # noqa: E402
 
 from kernels import _rows_gluon as rows  # noqa: E402
 from kernelscope import runtime  # noqa: E402
@@ -49,13 +49,8 @@ SMALL = (16, 4, 32768)
 
 
 def main() -> None:
-    import triton
-
     limits = runtime.device_limits()
-    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
-    out["copy_GBps"] = copy_gbps()
-    out["cases"] = []
-    print(f"{out['device']} copy {out['copy_GBps']:.0f} GB/s", file=sys.stderr)
+    out = run_record()
     for kernel, m, n, dtype in CASES:
         size = torch.tensor([], dtype=dtype).element_size()
         configs = {"default": rows.default_for(kernel)(Shape({"M": m, "N": n}, "ab"), dtype)}
