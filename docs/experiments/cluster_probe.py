@@ -17,6 +17,7 @@ import io
 import json
 import os
 import sys
+import tempfile
 
 import triton
 from triton.backends.compiler import GPUTarget
@@ -54,18 +55,19 @@ def build(fn) -> dict:
     src = GluonASTSource(fn=fn, signature=sig, constexprs={"N": 8192, "num_warps": 4})
     err = io.StringIO()
     try:
-        # the compiler's diagnostics go to the process's stderr (fd 2), not Python's
+        # the compiler's diagnostics go to the process's stderr (fd 2), not Python's: into a file (a pipe read only
+        # afterwards would block the compiler once its buffer filled)
         saved = os.dup(2)
-        r, w = os.pipe()
-        os.dup2(w, 2)
-        try:
-            with contextlib.redirect_stderr(err):
-                k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_ctas": 2})
-        finally:
-            os.dup2(saved, 2)
-            os.close(w)
-            log = os.read(r, 1 << 20).decode(errors="replace")
-            os.close(r)
+        with tempfile.TemporaryFile() as captured:
+            os.dup2(captured.fileno(), 2)
+            try:
+                with contextlib.redirect_stderr(err):
+                    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_ctas": 2})
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+                captured.seek(0)
+                log = captured.read().decode(errors="replace")
         ptx = k.asm["ptx"]
         return {
             "builds": True,

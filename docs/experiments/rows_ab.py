@@ -1,5 +1,6 @@
 """What the gluon_smem A/B experiments (``rows_fold_ab.py``, ``rows_configs_ab.py``, ``rows_grid_ab.py``,
-``rows_knockout.py``) share: their timing basis, the copy bandwidth measured on it, their inputs and fp64 references.
+``rows_hold_ab.py``, ``rows_knockout.py``) share: their timing basis, the copy bandwidth measured on it, their inputs
+and fp64 references.
 
 Timing basis: CUDA events around ``REPS`` back-to-back launches, divided by ``REPS`` (each launch reads 64 MB or more,
 past the 50 MB L2, so none reads the previous one's rows from it); the scripts take ``ROUNDS`` rounds with their

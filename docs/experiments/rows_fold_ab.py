@@ -25,7 +25,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from rows_ab import ROUNDS, copy_gbps, inputs, per_launch_us, reference  # noqa: E402
+from rows_ab import ROUNDS, inputs, per_launch_us, reference, run_record  # noqa: E402
 
 from kernels import _rows_gluon as after  # noqa: E402
 from kernelscope import runtime  # noqa: E402
@@ -50,11 +50,7 @@ def main() -> None:
     before = load(sys.argv[1])
     versions = {"before": before, "after": after}
     limits = runtime.device_limits()
-    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cases": []}
-    import triton
-
-    out["triton"] = triton.__version__
-    out["copy_GBps"] = copy_gbps()
+    out = run_record()
     for kernel, m, n in CASES:
         for dtype in DTYPES:
             x, extra = inputs(kernel, m, n, dtype)
