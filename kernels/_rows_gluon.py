@@ -248,11 +248,13 @@ def _layernorm_smem_kernel(
     PARTS: _constexpr,
     VEC: _constexpr,
     SKIP_LAST_CHUNK_IN_SUM: _constexpr,
+    WB_AHEAD: _constexpr,
     num_warps: _constexpr,
 ):
     dtype: gl.constexpr = x_desc.dtype
     BOX_W: gl.constexpr = x_desc.block_type.shape[1]
     PART: gl.constexpr = CHUNKS * CHUNK_ROWS * BOX_W
+    SLOT: gl.constexpr = CHUNK_ROWS * BOX_W
     layout: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [num_warps, 1], [1, 0])
     box_rows: gl.constexpr = gl.SliceLayout(1, layout)
     part, team, teams, slots, bars, offs = _start(x_desc, layout, CHUNK_ROWS, CHUNKS, PARTS)
@@ -277,6 +279,9 @@ def _layernorm_smem_kernel(
         mean_part = gl.sum(mean_run, axis=0) / CHUNK_ROWS
         dm = mean_run - mean_part
         m2_part = gl.sum(m2_run, axis=0) + (CHUNKS * BOX_W) * gl.sum(dm * dm, axis=0)
+        if WB_AHEAD > 0:  # the first slot's weight and bias on their way from L2 while the team exchanges
+            w = gl.load(w_ptr + cols0)
+            b = gl.load(b_ptr + cols0)
         if PARTS > 1:
             pmean, pm2 = _team_partials(stats_ptr, arrived_ptr, row, part, mean_part, m2_part, PARTS, num_warps)
             mean = gl.sum(pmean, axis=0) / PARTS
@@ -290,12 +295,19 @@ def _layernorm_smem_kernel(
         nxt = row + teams
         base = y_ptr + row.to(gl.int64) * (PARTS * PART)
         for c in gl.static_range(CHUNKS):
-            w = gl.load(w_ptr + cols0 + c * CHUNK_ROWS * BOX_W)
-            b = gl.load(b_ptr + cols0 + c * CHUNK_ROWS * BOX_W)
+            if WB_AHEAD == 0 or (WB_AHEAD == 1 and c > 0):
+                w = gl.load(w_ptr + cols0 + c * SLOT)
+                b = gl.load(b_ptr + cols0 + c * SLOT)
+            if WB_AHEAD == 2 and c + 1 < CHUNKS:  # the next slot's, one slot ahead
+                w_next = gl.load(w_ptr + cols0 + (c + 1) * SLOT)
+                b_next = gl.load(b_ptr + cols0 + (c + 1) * SLOT)
             x = slots.index(c).load(layout).to(gl.float32)
             _refill(x_desc, slots, bars, c, nxt * PARTS + part, nxt < M, CHUNK_ROWS, CHUNKS)
             y = (x - mean) * rstd * w.to(gl.float32) + b.to(gl.float32)
-            gl.store(base + cols0 + c * CHUNK_ROWS * BOX_W, y.to(dtype))
+            gl.store(base + cols0 + c * SLOT, y.to(dtype))
+            if WB_AHEAD == 2 and c + 1 < CHUNKS:
+                w = w_next
+                b = b_next
         phase ^= 1
 
     for c in gl.static_range(CHUNKS):
@@ -455,6 +467,7 @@ def launch(
         num_warps=warps,
     )
     if weight is not None:
+        params["WB_AHEAD"] = int(config.get("WB_AHEAD", 0))
         kernel, args = _layernorm_smem_kernel, (desc, out, weight, bias, work.stats, work.arrived, n_rows, eps)
     else:
         kernel, args = _softmax_smem_kernel, (desc, out, work.stats, work.arrived, n_rows)

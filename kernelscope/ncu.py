@@ -54,6 +54,11 @@ METRICS = {
     "local_store_bytes": "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
     "shared_mem_per_block_bytes": "launch__shared_mem_per_block",
     "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    # the L2's share of its peak and the bytes through it, and the bytes the SMs load from global memory (not by
+    # TMA): what tells an L2-bound kernel from a DRAM-bound one
+    "l2_throughput_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+    "l2_bytes": "lts__t_bytes.sum",
+    "global_load_bytes": "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum",
     "issue_active_pct": "smsp__issue_active.avg.pct_of_peak_sustained_active",
     **{
         f"stall_{reason}": f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"

@@ -704,7 +704,14 @@ def _ncu_stall_block(case: dict[str, Any]) -> dict[str, Any] | None:
         return None
     df = pd.DataFrame(doc["kernels"])
     # the record's own columns (kernelscope.ncu.METRICS names them; the reading side does not import it)
-    extra = ["sm_throughput_pct", "issue_active_pct", *(c for c in df.columns if c.startswith("stall_"))]
+    extra = [
+        "sm_throughput_pct",
+        "l2_throughput_pct",
+        "l2_bytes",
+        "global_load_bytes",
+        "issue_active_pct",
+        *(c for c in df.columns if c.startswith("stall_")),
+    ]
     present = [c for c in extra if c in df.columns and df[c].notna().any()]
     if not present:
         return None

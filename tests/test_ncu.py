@@ -82,18 +82,19 @@ STALL_HEADER = (
     + ","
     + ",".join(
         f'"{ncu.METRICS[k]}"'
-        for k in ("sm_throughput_pct", "issue_active_pct", "stall_long_scoreboard", "stall_barrier")
+        for k in ("sm_throughput_pct", "l2_throughput_pct", "issue_active_pct", "stall_long_scoreboard", "stall_barrier")
     )
 )
 STALL_SAMPLE = f"""{STALL_HEADER}
-"","","","","","","","","nsecond","%","%","register/thread","byte","byte","byte","%","%","","",""
-"0","1","python3","h","<default domain>:kernelscope.sdpa:none:none:none:none","cudnn_fprop","1","7","830,000","5.0","12.5","168","0","0","115712","71.5","64.0","1.25","0.5"
+"","","","","","","","","nsecond","%","%","register/thread","byte","byte","byte","%","%","%","",""
+"0","1","python3","h","<default domain>:kernelscope.sdpa:none:none:none:none","cudnn_fprop","1","7","830,000","5.0","12.5","168","0","0","115712","71.5","33.5","64.0","1.25","0.5"
 """
 
 
 def test_parse_reads_utilisation_and_stall_reasons_where_the_csv_has_them():
     (row,) = ncu.parse_csv(STALL_SAMPLE)
     assert row["implementation"] == "sdpa" and row["sm_throughput_pct"] == pytest.approx(71.5)
+    assert row["l2_throughput_pct"] == pytest.approx(33.5) and row["l2_bytes"] is None
     assert row["stall_long_scoreboard"] == pytest.approx(1.25) and row["stall_barrier"] == pytest.approx(0.5)
     assert row["stall_wait"] is None  # a metric the CSV lacks is missing, not zero
     (old,) = [r for r in ncu.parse_csv(SAMPLE) if r["implementation"] == "triton_row"]
@@ -117,5 +118,6 @@ def test_the_report_shows_stall_reasons_only_where_the_record_has_them():
     new = {"ncu": {"ran": True, "kernels": ncu.parse_csv(STALL_SAMPLE)}}
     block = report._ncu_stall_block(new)
     assert block is not None and "stall_long_scoreboard" in str(block) and "stall_wait" not in str(block)
+    assert "l2_throughput_pct" in str(block) and "l2_bytes" not in str(block)
     old = {"ncu": {"ran": True, "kernels": ncu.parse_csv(SAMPLE)}}  # a record from before: no such table
     assert report._ncu_stall_block(old) is None and report._ncu_stall_block({}) is None

@@ -38,6 +38,8 @@ for build in json.loads(sys.argv[1]):
     chunks = n // sg.W // parts // config["CHUNK_ROWS"]
     const = dict(CHUNK_ROWS=config["CHUNK_ROWS"], CHUNKS=chunks, PARTS=parts, VEC=16 // x.element_size(),
                  SKIP_LAST_CHUNK_IN_SUM=build.get("skip", False), num_warps=config["num_warps"])
+    if build["kernel"] == "layernorm":
+        const["WB_AHEAD"] = config.get("WB_AHEAD", 0)
     sig |= dict.fromkeys(const, "constexpr")
     pointers = (1, 2, 3, 4, 5) if build["kernel"] == "layernorm" else (1, 2, 3)
     k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=const,
@@ -46,6 +48,7 @@ for build in json.loads(sys.argv[1]):
     ptx = k.asm["ptx"]
     regs, spill = ptxas_usage(ptx)
     out.append({"chunks": chunks, "tma": ptx.count("cp.async.bulk.tensor"), "stv4": ptx.count("st.global.v4"),
+                "ldv4": ptx.count("ld.global.v4") + ptx.count("ld.global.nc.v4"),
                 "ex2": ptx.count("ex2.approx"), "add": ptx.count("add.f32") + ptx.count("add.rn.f32"),
                 "fence": ptx.count("fence.proxy.async"), "shared": k.metadata.shared,
                 "atom": ptx.count("atom.global"), "regs": regs, "shfl": ptx.count("shfl.sync"),
