@@ -16,10 +16,11 @@ so x is read from HBM once, two exponentials an element, and the next row's load
 stores go out. LayerNorm is the same machine with each box row's mean and sum of squared deviations in pass 1
 (exact two-pass over the box row's 256 values in registers, merged across slots and parts by Chan's formula, so
 offset rows keep their precision) and ``(x - mean) * rstd * weight + bias`` in pass 2, weight and bias read from L2
-slot by slot. A row too large for one program is split over a team of ``PARTS`` programs that exchange their
-partials with ``kernelscope.teams``' protocol (publish, atomic arrival, bounded spin, poison on release); the grid
-is whole teams, all resident at once. Rows must be contiguous with N a multiple of W (the TMA box is at most 256
-elements a side), and a part must fit ``MAX_ROW_BYTES``.
+slot by slot, the first slot's on their way while the team exchanges (``WB_AHEAD``). A row too large for one
+program is split over a team of ``PARTS`` programs that exchange their partials with ``kernelscope.teams``'
+protocol (publish, atomic arrival, bounded spin, poison on release); the grid is whole teams, all resident at once.
+Rows must be contiguous with N a multiple of W (the TMA box is at most 256 elements a side), and a part must fit
+``MAX_ROW_BYTES``.
 
 No second pass over shared memory: each box row's statistics are kept online as its slot lands, so the program
 has loads of its own in flight for all but the normalising pass (docs/kernel-notes.md, "Session 22" and "Session
@@ -90,6 +91,11 @@ DEFAULT_SLOTS = {
 #: spin bound of the team barrier (``kernelscope.teams`` says why it is bounded: a program that gives up reads the
 #: NaN that poisons unpublished partials, so a wrong result is recorded instead of a job hanging)
 MAX_SPINS = gl.constexpr(1 << 16) if HAS_GLUON_HOPPER else 1 << 16
+#: layernorm's pass-2 loads of weight and bias, where a config does not name ``WB_AHEAD``: 0 slot by slot after the
+#: team exchange; 1 the first slot's issued before the exchange, so their L2 latency overlaps its spin (the same
+#: registers); 2 also every next slot's one slot ahead (more registers). On an H100, 1 was 1.4-3.5 % faster than 0 in
+#: every dtype and 2 slower than both (docs/kernel-notes.md, "Session 27")
+WB_AHEAD_DEFAULT = 1
 
 
 def _gluon_jit(fn):
@@ -467,7 +473,7 @@ def launch(
         num_warps=warps,
     )
     if weight is not None:
-        params["WB_AHEAD"] = int(config.get("WB_AHEAD", 0))
+        params["WB_AHEAD"] = int(config.get("WB_AHEAD", WB_AHEAD_DEFAULT))
         kernel, args = _layernorm_smem_kernel, (desc, out, weight, bias, work.stats, work.arrived, n_rows, eps)
     else:
         kernel, args = _softmax_smem_kernel, (desc, out, work.stats, work.arrived, n_rows)

@@ -82,7 +82,13 @@ STALL_HEADER = (
     + ","
     + ",".join(
         f'"{ncu.METRICS[k]}"'
-        for k in ("sm_throughput_pct", "l2_throughput_pct", "issue_active_pct", "stall_long_scoreboard", "stall_barrier")
+        for k in (
+            "sm_throughput_pct",
+            "l2_throughput_pct",
+            "issue_active_pct",
+            "stall_long_scoreboard",
+            "stall_barrier",
+        )
     )
 )
 STALL_SAMPLE = f"""{STALL_HEADER}

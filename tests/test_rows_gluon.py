@@ -39,7 +39,7 @@ for build in json.loads(sys.argv[1]):
     const = dict(CHUNK_ROWS=config["CHUNK_ROWS"], CHUNKS=chunks, PARTS=parts, VEC=16 // x.element_size(),
                  SKIP_LAST_CHUNK_IN_SUM=build.get("skip", False), num_warps=config["num_warps"])
     if build["kernel"] == "layernorm":
-        const["WB_AHEAD"] = config.get("WB_AHEAD", 0)
+        const["WB_AHEAD"] = config.get("WB_AHEAD", sg.WB_AHEAD_DEFAULT)
     sig |= dict.fromkeys(const, "constexpr")
     pointers = (1, 2, 3, 4, 5) if build["kernel"] == "layernorm" else (1, 2, 3)
     k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=const,
@@ -47,12 +47,17 @@ for build in json.loads(sys.argv[1]):
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": config["num_warps"]})
     ptx = k.asm["ptx"]
     regs, spill = ptxas_usage(ptx)
+    lines = ptx.splitlines()
+    waits = [i for i, line in enumerate(lines) if "mbarrier.try_wait" in line]
+    atoms = [i for i, line in enumerate(lines) if "atom.global" in line]
+    # global loads laid out between pass 1's last slot wait and the team's first atomic: issued before the exchange
+    early = sum("ld.global" in line for line in lines[waits[-1]:atoms[0]]) if waits and atoms else None
     out.append({"chunks": chunks, "tma": ptx.count("cp.async.bulk.tensor"), "stv4": ptx.count("st.global.v4"),
                 "ldv4": ptx.count("ld.global.v4") + ptx.count("ld.global.nc.v4"),
                 "ex2": ptx.count("ex2.approx"), "add": ptx.count("add.f32") + ptx.count("add.rn.f32"),
                 "fence": ptx.count("fence.proxy.async"), "shared": k.metadata.shared,
                 "atom": ptx.count("atom.global"), "regs": regs, "shfl": ptx.count("shfl.sync"),
-                "spill": spill})
+                "spill": spill, "early": early})
 print(json.dumps({"builds": out}))
 """
 )
@@ -91,6 +96,27 @@ def test_each_part_arrives_by_tma_slot_by_slot_and_no_config_spills(kernel):
     whole, skipped = results[-2:]
     work = "ex2" if kernel == "softmax" else "add"
     assert skipped["tma"] == whole["tma"] and skipped[work] < whole[work], (whole, skipped)
+
+
+def test_layernorm_loads_the_first_slots_weight_and_bias_before_the_team_exchange():
+    """``WB_AHEAD`` in the offline sm_90a build of the 16-bit default: by default (1) and with 2, the first slot's
+    weight and bias loads (16-byte loads, a slot's elements a thread over VEC, for each of the two) are issued
+    between pass 1's last slot wait and the team's arrival atomic, so their L2 latency overlaps the exchange; with 0
+    none are, and 2 holds the next slot's in registers besides (more of them), the same registers for 0 and 1."""
+    default = sg.default_for("layernorm")(_shape(), torch.float16)
+    assert default["PARTS"] > 1 and sg.WB_AHEAD_DEFAULT == 1
+    builds = [
+        {"config": dict(default, **({} if ahead is None else {"WB_AHEAD": ahead})), "dtype": "float16", "N": 65536}
+        for ahead in (None, 0, 2)
+    ]
+    first, before, next_slot = helpers.offline_sm90(
+        _SM90_GLUON_SOFTMAX, [{**b, "kernel": "layernorm"} for b in builds]
+    )["builds"]
+    per_thread = default["CHUNK_ROWS"] * sg.W // (32 * default["num_warps"])
+    assert first["early"] == next_slot["early"] == 2 * per_thread // 8, (first, next_slot)
+    assert before["early"] == 0, before
+    assert first["regs"] == before["regs"] < next_slot["regs"], (first, before, next_slot)
+    assert first["ldv4"] == before["ldv4"] and first["spill"] == 0
 
 
 def test_the_tma_view_is_of_box_rows_of_256_elements():

@@ -7,7 +7,7 @@ layernorm's steady state at 2.60 TB/s against softmax's 2.68. Layernorm's pass 2
 from L2 (two bytes of them for every byte of x in 16 bits) after the team exchange, slot by slot. Two causes fit:
 the loads' L2 latency, exposed once a slot, or the L2 traffic itself. The variants tell them apart:
 
-- ``default``: the module's default config (``WB_AHEAD=0``);
+- ``default``: the module's default config with ``WB_AHEAD=0`` (the module's default until session 27);
 - ``ahead1``: the first slot's weight and bias loaded before the team exchange (``WB_AHEAD=1``);
 - ``ahead2``: and every next slot's one slot ahead (``WB_AHEAD=2``; more registers);
 - ``window`` (a knockout: wrong results, time only): every slot's weight and bias read from the first slot's
@@ -76,11 +76,11 @@ def variants(window, m: int, n: int, dtype: torch.dtype) -> dict:
     default = rows.default_for("layernorm")(Shape({"M": m, "N": n}, "ab"), dtype)
     eight = dict(default, num_warps=8) if default["num_warps"] == 4 else dict(default, num_warps=16)
     return {
-        "default": (rows, "layernorm", default),
+        "default": (rows, "layernorm", dict(default, WB_AHEAD=0)),
         "ahead1": (rows, "layernorm", dict(default, WB_AHEAD=1)),
         "ahead2": (rows, "layernorm", dict(default, WB_AHEAD=2)),
         "ahead2_8w": (rows, "layernorm", dict(eight, WB_AHEAD=2)),
-        "window": (window, "layernorm", default),
+        "window": (window, "layernorm", dict(default, WB_AHEAD=0)),
         "softmax": (rows, "softmax", rows.default_for("softmax")(Shape({"M": m, "N": n}, "ab"), dtype)),
     }
 
