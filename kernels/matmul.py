@@ -30,8 +30,12 @@ Variants:
   between them (``setmaxnreg``), the structure of cuBLAS's and FA3's Hopper kernels. The compiler honours
   it only on an unflattened loop with ``num_warps=4`` (docs/experiments/matmul_ws_build.py), so the prune
   rules keep those.
+* ``gluon_persistent`` — cuBLAS's cooperative Hopper design written out in Gluon (``kernels/_matmul_gluon.py``): a
+  one-warp TMA producer and two consumer warpgroups of 64 rows that only issue MMAs, a ring of shared-memory slots
+  with full and empty barriers, and the tile stored by TMA while the next one's MMAs run. On a GPU of compute
+  capability 9.x only, A row-major and B row- or column-major with 16-byte-aligned rows.
 
-Both variants support fp16 and bf16 (fp32 inputs are left out: ``tl.dot`` would use tf32). Offsets are
+The Triton variants support fp16 and bf16 (fp32 inputs are left out: ``tl.dot`` would use tf32). Offsets are
 32-bit, so each operand must have fewer than 2^31 elements.
 """
 
@@ -46,6 +50,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import _matmul_gluon as gluon_mm
 from kernelscope import runtime, tma
 from kernelscope.baselines import compiled
 from kernelscope.spec import (
@@ -742,6 +747,58 @@ def _supports(shape: Shape, dtype: torch.dtype) -> str | None:
     return None
 
 
+def _gluon_supports(shape: Shape, dtype: torch.dtype) -> str | None:
+    if dtype not in (torch.float16, torch.bfloat16):
+        return f"{dtype}: 16-bit operands only (the wgmma layouts and TMA boxes are built for 2-byte elements)"
+    if shape.params.get("transA", 0):
+        return "column-major A: the producer reads A's [64, BLOCK_K] boxes from a row-major A only"
+    for name, n in (("K", shape["K"]), ("N", shape["N"])):
+        if n * element_size(dtype) % 16:
+            return f"{name} = {n}: rows of {n * element_size(dtype)} B are not a multiple of 16 B, which TMA needs"
+    return _supports(shape, dtype) or gluon_mm.feature_reason()
+
+
+def _gluon_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
+    return [dict(c) for c in gluon_mm.CONFIGS]
+
+
+def _gluon_default(shape: Shape, dtype: torch.dtype) -> dict:
+    return dict(gluon_mm.CONFIGS[gluon_mm.DEFAULT])
+
+
+def _gluon_prune(config, shape: Shape, dtype: torch.dtype, limits) -> str | None:
+    size = element_size(dtype)
+    bn, bk, stages = config["BLOCK_N"], config["BLOCK_K"], config["STAGES"]
+    smem = stages * (gluon_mm.BLOCK_M * bk + bk * bn) * size + 2 * gluon_mm.HALF_M * bn * size
+    if smem > limits["max_shared_mem_per_block"]:
+        budget = limits["max_shared_mem_per_block"]
+        return f"shared memory {smem} B ({stages} slots and the two output buffers) exceeds {budget} B"
+    if bn > max(128, triton.next_power_of_2(shape["N"])):
+        return f"BLOCK_N={bn} for N={shape['N']}: more than half of the tile would be padding"
+    return None
+
+
+def _prepare_gluon(inputs: Inputs, out: torch.Tensor, config, *, steps_short: int = 0) -> callable:
+    a, b = inputs["a"], inputs["b"]
+    reason = gluon_mm.feature_reason()
+    if reason:
+        raise ValueError(f"gluon_persistent cannot run here: {reason}")
+    if a.dtype not in (torch.float16, torch.bfloat16) or b.dtype != a.dtype or out.dtype != a.dtype:
+        raise ValueError(f"gluon_persistent takes one 16-bit dtype; A {a.dtype}, B {b.dtype}, C {out.dtype}")
+    if not (a.is_contiguous() and out.is_contiguous()):
+        raise ValueError(f"gluon_persistent needs A and C row-major; A strides {a.stride()}, C {out.stride()}")
+    if not (b.is_contiguous() or b.T.is_contiguous()):
+        raise ValueError(f"gluon_persistent needs B row- or column-major; B strides {b.stride()}")
+    config = config or _gluon_default(Shape({"M": a.shape[0], "N": b.shape[1], "K": a.shape[1]}, "launch"), a.dtype)
+    return gluon_mm.launch(a, b, out, config, runtime.device_limits()["num_sms"], steps_short=steps_short)
+
+
+def _gluon_short_k(inputs: Inputs, out: torch.Tensor, config) -> callable:
+    """Negative control of gluon_persistent: producer and consumers both leave out the last K step of every tile
+    (BLOCK_K columns of A times BLOCK_K rows of B never accumulated)."""
+    return _prepare_gluon(inputs, out, config, steps_short=1)
+
+
 # --------------------------------------------------------------------------------------------------------
 # Baselines, negative control, inputs, reference
 # --------------------------------------------------------------------------------------------------------
@@ -863,6 +920,17 @@ KERNEL = KernelSpec(
             supports=_supports,
         ),
         Implementation(
+            "gluon_persistent",
+            "triton",
+            _prepare_gluon,
+            description="Gluon, cuBLAS's cooperative design: a TMA producer warp and two consumer warpgroups over a "
+            "ring of slots, min(tiles, SMs) programs in GROUP_M order, C stored by TMA (sm_90)",
+            configs=_gluon_configs,
+            default_config=_gluon_default,
+            prune=_gluon_prune,
+            supports=_gluon_supports,
+        ),
+        Implementation(
             "torch", "eager", _torch_eager, description="torch.matmul (cuBLAS on the GPU)", writes_out=False
         ),
         Implementation(
@@ -895,8 +963,28 @@ KERNEL = KernelSpec(
             "where cuBLAS runs warp-specialised kernels on two-CTA clusters with 320-wide tiles at 8192 (not "
             "expressible in Triton: docs/kernel-notes.md)",
         ),
+        Target(
+            "gluon_persistent",
+            "speedup",
+            0.98,
+            baseline="torch",
+            dtypes=("float16", "bfloat16"),
+            shapes={"M": (4096, None), "N": (4096, None), "K": (1000, None)},
+            reason="issue 24's matmul goal for the kernel that writes cuBLAS's cooperative partitions out by hand "
+            "(everything but the two-CTA cluster's multicast of the shared operand)",
+        ),
     ],
     negative_controls=[
+        Implementation(
+            "gluon_short_k",
+            "triton",
+            _gluon_short_k,
+            description="gluon_persistent whose producer and consumers both stop one K step short on every tile",
+            configs=_gluon_configs,
+            default_config=_gluon_default,
+            supports=_gluon_supports,
+            rejected_for="elements outside atol",
+        ),
         Implementation(
             "k_off_by_one",
             "eager",
