@@ -93,7 +93,7 @@ DEFAULT_SLOTS = {
 MAX_SPINS = gl.constexpr(1 << 16) if HAS_GLUON_HOPPER else 1 << 16
 #: layernorm's pass-2 loads of weight and bias, where a config does not name ``WB_AHEAD``: 0 slot by slot after the
 #: team exchange; 1 the first slot's issued before the exchange, so their L2 latency overlaps its spin (the same
-#: registers); 2 also every next slot's one slot ahead (more registers). On an H100, 1 was 1.4-3.5 % faster than 0 in
+#: registers); 2 also every next slot's one slot ahead (more registers). On two H100s, 1 was 1.2-3.5 % faster than 0 in
 #: every dtype and 2 slower than both (docs/kernel-notes.md, "Session 27")
 WB_AHEAD_DEFAULT = 1
 
