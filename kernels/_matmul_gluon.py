@@ -230,16 +230,11 @@ def descriptors(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config) -> 
     return desc(a, [HALF_M, bk]), b_desc, desc(out, [HALF_M, bn]), b_t
 
 
-def grid(M: int, N: int, config, num_sms: int) -> tuple[int]:
-    """One program an SM at most: a program takes ~210 KB of shared memory."""
-    tiles = -(-M // BLOCK_M) * -(-N // int(config["BLOCK_N"]))
-    return (min(tiles, num_sms),)
-
-
-def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config, num_sms: int, *, steps_short: int = 0):
-    """The closure that runs the kernel on 16-bit A [M, K] (row-major) and B [K, N] (row- or column-major) into
-    row-major ``out``. Descriptors are built here, once, so the timed call launches and nothing else.
-    ``steps_short`` (negative control only): K steps of every tile left out."""
+def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config, grid: tuple[int], *, steps_short: int = 0):
+    """The closure that runs the kernel on ``grid`` programs (at most one an SM: a program takes up to 213 KB of
+    shared memory) on 16-bit A [M, K] (row-major) and B [K, N] (row- or column-major) into row-major ``out``.
+    Descriptors are built here, once, so the timed call launches and nothing else. ``steps_short`` (negative control
+    only): K steps of every tile left out."""
     M, K = a.shape
     N = b.shape[1]
     a_desc, b_desc, c_desc, b_t = descriptors(a, b, out, config)
@@ -253,10 +248,9 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config, num_sms:
         num_warps=4,
         maxnreg=168,
     )
-    programs = grid(M, N, config, num_sms)
 
     def run() -> torch.Tensor:
-        _gluon_matmul_kernel[programs](a_desc, b_desc, c_desc, M, N, K, **params)
+        _gluon_matmul_kernel[grid](a_desc, b_desc, c_desc, M, N, K, **params)
         return out
 
     return run

@@ -789,8 +789,11 @@ def _prepare_gluon(inputs: Inputs, out: torch.Tensor, config, *, steps_short: in
         raise ValueError(f"gluon_persistent needs A and C row-major; A strides {a.stride()}, C {out.stride()}")
     if not (b.is_contiguous() or b.T.is_contiguous()):
         raise ValueError(f"gluon_persistent needs B row- or column-major; B strides {b.stride()}")
-    config = config or _gluon_default(Shape({"M": a.shape[0], "N": b.shape[1], "K": a.shape[1]}, "launch"), a.dtype)
-    return gluon_mm.launch(a, b, out, config, runtime.device_limits()["num_sms"], steps_short=steps_short)
+    M, N, K = a.shape[0], b.shape[1], a.shape[1]
+    config = config or _gluon_default(Shape({"M": M, "N": N, "K": K}, "launch"), a.dtype)
+    tiles = {"BLOCK_M": gluon_mm.BLOCK_M, "BLOCK_N": config["BLOCK_N"]}
+    grid = persistent_grid(M, N, tiles, runtime.device_limits()["num_sms"])
+    return gluon_mm.launch(a, b, out, config, grid, steps_short=steps_short)
 
 
 def _gluon_short_k(inputs: Inputs, out: torch.Tensor, config) -> callable:

@@ -87,8 +87,10 @@ def test_descriptors_read_a_column_major_b_through_its_transpose():
     _, b_desc, _, b_t = mg.descriptors(a, col_b, out, config)
     assert b_t and list(b_desc.block_shape) == [config["BLOCK_N"], config["BLOCK_K"]]
     assert list(b_desc.shape) == [512, 128]
-    # one program an SM at most, fewer where there are fewer tiles
-    assert mg.grid(4096, 4096, config, 132) == (132,) and mg.grid(256, 256, config, 132) == (2,)
+    # one program an SM at most, fewer where there are fewer tiles (the persistent variants' grid, 128-row tiles)
+    tiles = {"BLOCK_M": mg.BLOCK_M, "BLOCK_N": config["BLOCK_N"]}
+    assert matmul.persistent_grid(4096, 4096, tiles, 132) == (132,)
+    assert matmul.persistent_grid(256, 256, tiles, 132) == (2,)
 
 
 def _shape(**params) -> Shape:

@@ -22,7 +22,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from rows_ab import ROUNDS, per_launch_us  # noqa: E402
+from rows_ab import interleaved  # noqa: E402
 
 from kernels import _matmul_gluon as gluon_mm  # noqa: E402
 from kernelscope import registry  # noqa: E402
@@ -80,10 +80,7 @@ def main() -> None:
                 except Exception as exc:  # one that fails to build or launch is recorded, the others still run
                     record["failed"] = f"{type(exc).__name__}: {exc}"[:1500]
                 case["impls"][name] = record
-            times = {name: [] for name in runs}
-            for _ in range(ROUNDS):
-                for name, fn in runs.items():
-                    times[name].append(per_launch_us(fn))
+            times = interleaved(runs)
             base = statistics.median(times["torch"]) if times.get("torch") else None
             print(f"matmul {params} {case['dtype']}:", file=sys.stderr)
             for name, rec in case["impls"].items():

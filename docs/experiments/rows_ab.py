@@ -28,6 +28,16 @@ def per_launch_us(fn) -> float:
     return start.elapsed_time(end) * 1e3 / REPS
 
 
+def interleaved(runs: dict) -> dict[str, list[float]]:
+    """``ROUNDS`` rounds of :func:`per_launch_us` with ``runs`` (name -> callable) interleaved inside each round, so
+    a drift of the card's state falls on every variant alike: name -> every sample, µs a call."""
+    times = {name: [] for name in runs}
+    for _ in range(ROUNDS):
+        for name, run in runs.items():
+            times[name].append(per_launch_us(run))
+    return times
+
+
 def run_record() -> dict:
     """An experiment's output record: the device and stack, the copy bandwidth on this basis and an empty list of
     cases; the device and the copy bandwidth also on stderr."""
@@ -90,10 +100,7 @@ def time_configs(rows, limits, kernel: str, m: int, n: int, dtype: torch.dtype, 
         except Exception as exc:  # a config that does not build or launch is recorded, the others still run
             record["failed"] = f"{type(exc).__name__}: {exc}"[:1500]
         case["configs"][name] = record
-    times = {name: [] for name in runs}
-    for _ in range(ROUNDS):
-        for name, run in runs.items():
-            times[name].append(per_launch_us(run))
+    times = interleaved(runs)
     moved = 2 * x.numel() * x.element_size()
     for name in runs:
         med = statistics.median(times[name])

@@ -41,7 +41,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from rows_ab import ROUNDS, inputs, per_launch_us, reference, run_record  # noqa: E402
+from rows_ab import inputs, interleaved, reference, run_record  # noqa: E402
 
 from kernels import _rows_gluon as rows  # noqa: E402
 from kernelscope import ncu, runtime  # noqa: E402
@@ -149,10 +149,7 @@ def main() -> None:
         for kernel, m, n, dtype in CASES:
             case = {"kernel": kernel, "M": m, "N": n, "dtype": str(dtype)[6:], "variants": {}}
             runs = prepared(window, limits, m, n, dtype, case)
-            times = {name: [] for name in runs}
-            for _ in range(ROUNDS):
-                for name, run in runs.items():
-                    times[name].append(per_launch_us(run))
+            times = interleaved(runs)
             moved = 2 * m * n * torch.tensor([], dtype=dtype).element_size()
             print(f"{kernel} {m}x{n} {case['dtype']}:", file=sys.stderr)
             for name, rec in case["variants"].items():

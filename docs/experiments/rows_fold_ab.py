@@ -25,7 +25,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from rows_ab import ROUNDS, inputs, per_launch_us, reference, run_record  # noqa: E402
+from rows_ab import inputs, interleaved, reference, run_record  # noqa: E402
 
 from kernels import _rows_gluon as after  # noqa: E402
 from kernelscope import runtime  # noqa: E402
@@ -64,10 +64,7 @@ def main() -> None:
                 torch.cuda.synchronize()
                 err = (outs[name].double() - ref).abs()
                 errors[name] = {"max_abs_err": err.max().item(), "nan": int(outs[name].isnan().sum())}
-            times = {name: [] for name in versions}
-            for _ in range(ROUNDS):
-                for name in versions:
-                    times[name].append(per_launch_us(runs[name]))
+            times = interleaved(runs)
             moved = 2 * x.numel() * x.element_size()
             case = {"kernel": kernel, "M": m, "N": n, "dtype": str(dtype)[6:], "config": config}
             for name in versions:

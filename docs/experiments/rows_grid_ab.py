@@ -40,7 +40,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from rows_ab import ROUNDS, inputs, per_launch_us, reference, run_record  # noqa: E402
+from rows_ab import ROUNDS, inputs, interleaved, per_launch_us, reference, run_record  # noqa: E402
 
 from kernels import _rows_gluon as rows  # noqa: E402
 from kernelscope import runtime, teams  # noqa: E402
@@ -115,10 +115,7 @@ def main() -> None:
             }
             runs[name] = run
             del err
-        times = {name: [] for name in runs}
-        for _ in range(ROUNDS):
-            for name, run in runs.items():
-                times[name].append(per_launch_us(run))
+        times = interleaved(runs)
         for name in runs:
             med = statistics.median(times[name])
             case[name].update(

@@ -29,7 +29,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from rows_ab import ROUNDS, inputs, per_launch_us  # noqa: E402
+from rows_ab import inputs, interleaved  # noqa: E402
 
 from kernelscope import runtime  # noqa: E402
 from kernelscope.spec import Shape  # noqa: E402
@@ -108,10 +108,7 @@ def main() -> None:
                     runs[name] = run
                 except Exception as exc:  # a variant that does not build is recorded, the others still run
                     failed[name] = f"{type(exc).__name__}: {exc}"[:2000]
-            times = {name: [] for name in runs}
-            for _ in range(ROUNDS):
-                for name, run in runs.items():
-                    times[name].append(per_launch_us(run))
+            times = interleaved(runs)
             case = {"kernel": kernel, "M": m, "N": n, "dtype": str(dtype)[6:], "config": config, "failed": failed}
             for name in runs:
                 case[name] = {
