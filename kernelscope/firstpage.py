@@ -90,7 +90,8 @@ def targets_summary(target_df: pd.DataFrame) -> dict[str, Any] | None:
             text(
                 "Each declared target on every case it covers. Met: the whole 95 % interval at or above the goal; "
                 "missed: the whole interval below it; not resolved: it straddles the goal, or a side has no valid "
-                "time. Every case and its basis: the kernel's page."
+                "time. A ratio's interval holds the baseline's timings before and after the variants. Every case and "
+                "its basis: the kernel's page."
             ),
             table(pd.DataFrame(rows), ["kernel", "met", "missed", "not resolved", "page"], links=("page",)),
             text("Missed:" if misses else "No target was missed."),

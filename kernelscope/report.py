@@ -503,7 +503,8 @@ def _targets_section(target_df: pd.DataFrame) -> dict[str, Any] | None:
             text(
                 "Each target a kernel declares, on every case of this run it covers. Met: the whole 95 % interval is "
                 "at or above the goal; missed: the whole interval is below it; not resolved: the interval straddles "
-                "the goal, or a side has no valid time."
+                "the goal, or a side has no valid time. A ratio's interval holds both of the baseline's blocks, timed "
+                "before (A1) and after (A2) the variants: the note names them where they differ."
             ),
             table(df, ["verdict", "target", "case", "measured", "note"]),
             text("Why each target:"),

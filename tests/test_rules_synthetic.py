@@ -7,6 +7,8 @@ decide by codes, not by their sentences. Each test caught the bugs named here wh
 - claim_codes: the graph-replay basis recorded as the event basis; a missing rerun calibration not refusing.
 - target_verdict_is_decided_by_the_interval: met / missed on the point estimate instead of the CI bound.
 - target_ratio_interval: the ratio's CI bounds swapped (baseline low / Triton low as the lower bound).
+- target_ratio_interval_holds_both_baseline_blocks: the baseline's A2 block left out of its interval (a miss
+  inside the baseline's own drift read "missed").
 - orderings_held_flipped_unresolved: two unresolved verdicts counted as held; opposite verdicts as held.
 - comparison_graph_floor: the graph-replay comparison judged by the runs' graph A/A floors alone (the
   run-to-run floor of the kind left out).
@@ -186,6 +188,30 @@ def test_target_ratio_interval_when_one_side_is_sustained():
     assert row["value"] == pytest.approx(850 / 1100)
     assert row["ci_low"] == pytest.approx(845 / 1110) and row["ci_high"] == pytest.approx(855 / 1090)
     assert row["verdict"] == scores.MISSED
+
+
+@pytest.mark.parametrize(
+    ("a2_us", "verdict"),
+    [(11.0, scores.NOT_RESOLVED), (10.0, scores.MISSED)],
+)
+def test_target_ratio_interval_holds_both_baseline_blocks(a2_us, verdict):
+    """The baseline timed before the variant (A1, 10 µs) and after it (A2): the variant (10.5 µs, goal 1.0×)
+    misses against A1 alone, but where A2 took 11 µs the baseline at the variant's time lay anywhere between,
+    so the goal is not resolved, and the note names both blocks. Where A2 agrees with A1 the miss stands."""
+    declared = {"label": "t >= 1x e", "variant": "t", "baseline": "e", "metric": "speedup", "at_least": 1.0}
+    declared["reason"] = "a goal"
+    a2 = _timing_row("e", "eager", a2_us, a2_us - 0.1, a2_us + 0.1) | {"block": "A2"}
+    tri = _timing_row("t", "triton", 10.5, 10.45, 10.55)
+    timing = pd.DataFrame([tri, _timing_row("e", "eager", 10.0, 9.9, 10.1), a2])
+    gate = {"implementations": [{"implementation": n, "status": "pass"} for n in ("t", "e")]}
+    case = {"kernel": "k", "shape": "S", "dtype": "float16", "params": {"N": 1}, "correctness": gate}
+    case.update(declaration={"targets": [declared]}, primary_baseline="e")
+    (row,) = scores.targets({"cases": [case]}, {"timing": timing}).to_dict("records")
+    assert row["value"] == pytest.approx(10.0 / 10.5) and row["verdict"] == verdict
+    assert row["ci_high"] == pytest.approx(max(10.1, a2_us + 0.1) / 10.45)
+    assert ("A2 11.0 µs" in row["note"]) == (a2_us == 11.0)
+    (best,) = scores.best_ratios({"cases": [case]}, {"timing": timing, "claims": pd.DataFrame()}).to_dict("records")
+    assert best["ci_high"] == pytest.approx(row["ci_high"]) and best["speedup"] == pytest.approx(row["value"])
 
 
 def test_targets_of_variants_the_run_did_not_select_are_not_scored():
