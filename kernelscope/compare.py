@@ -44,12 +44,11 @@ NOT_COMPARABLE = "not comparable"
 RERUN = "rerun (same GPU model, same software)"
 CROSS_GPU = "cross-GPU (same software)"
 
-#: Run-to-run floor per implementation kind: the smallest relative difference between two runs' medians
-#: that is claimed, whatever the in-job A/A floors say. The in-job floor sees one process on one card; a
-#: rerun adds another process, card and thermal state. In the published H200 reruns (5f19e28 → 93b7ea7 →
-#: 092144d, same software, unchanged code) eager/library and unchanged Triton timings moved by up to 3.7 %
-#: (cuBLAS fp16 K=1000 3.2 %, layernorm M32 triton_looped 3.7 %), and torch.compile by up to 13.4 % (matmul
-#: 4096³ fp16: Inductor autotunes per process and can pick another kernel). Each floor sits just above that.
+#: Run-to-run floor per implementation kind, where no rerun calibration covers a pair: the smallest relative
+#: difference between two runs' medians that is claimed, whatever the in-job A/A floors say. The in-job floor
+#: sees one process on one card; a rerun adds another process, card and thermal state, and torch.compile can
+#: autotune to another kernel in each process. Each floor sits just above the largest move that reruns of
+#: unchanged code showed (the numbers: docs/comparing-runs.md, "The run-to-run floors without a calibration").
 RUN_TO_RUN_FLOOR = {"eager": 0.04, "triton": 0.04, "compile": 0.15}
 
 HELD, FLIPPED, ORDER_UNRESOLVED = "held", "flipped", "not resolved"
