@@ -42,40 +42,55 @@ def _basis_time(rec: pd.Series) -> tuple[float, float | None, float | None, str]
     return rec["median_us"], rec["ci95_low_us"], rec["ci95_high_us"], "event median"
 
 
-def ratio(base: pd.Series, tri: pd.Series) -> dict[str, Any]:
-    """Baseline time over Triton time (above 1: Triton is faster), on the basis the claim rules use."""
+# A ratio's basis -> the record columns of its median and that median's 95 % interval
+_FIELDS = {
+    "sustained time": ("basis_us", "basis_ci95_low_us", "basis_ci95_high_us"),
+    "device time": ("device_us", "device_ci95_low_us", "device_ci95_high_us"),
+    "event median": ("median_us", "ci95_low_us", "ci95_high_us"),
+}
+
+
+def _pair_basis(base: pd.Series, tri: pd.Series) -> str | None:
+    """The basis the claim rules compare a pair on: sustained load where both sides were measured so, else device
+    time where both have it, else graph replay where either side is launch-bound (None where one side has no
+    graph), else the event median."""
     if _device_basis(base) and _device_basis(tri):
-        b, bl, bh, name = _basis_time(base)
-        t, tl, th, _ = _basis_time(tri)
-        if base["basis"] != tri["basis"]:  # one side measured under sustained load, the other not: both burst
-            b, bl, bh = base["device_us"], _num(base.get("device_ci95_low_us")), _num(base.get("device_ci95_high_us"))
-            t, tl, th = tri["device_us"], _num(tri.get("device_ci95_low_us")), _num(tri.get("device_ci95_high_us"))
-            name = "device time"
-        return {
-            "speedup": b / t,
-            "ci_low": bl / th if bl and th else None,
-            "ci_high": bh / tl if bh and tl else None,
-            "basis": name,
-        }
+        return "sustained time" if base["basis"] == tri["basis"] == "sustained" else "device time"
     if bool(base.get("launch_bound")) or bool(tri.get("launch_bound")):
-        if pd.isna(base.get("graph_us")) or pd.isna(tri.get("graph_us")):
-            return {"speedup": None, "ci_low": None, "ci_high": None, "basis": "none (launch-bound, no graph)"}
-        return {"speedup": base["graph_us"] / tri["graph_us"], "ci_low": None, "ci_high": None, "basis": "graph replay"}
-    b, bl, bh, _ = _basis_time(base)
-    t, tl, th, _ = _basis_time(tri)
+        return "graph replay" if pd.notna(base.get("graph_us")) and pd.notna(tri.get("graph_us")) else None
+    return "event median"
+
+
+def ratio(base: pd.Series, tri: pd.Series, again: pd.Series | None = None) -> dict[str, Any]:
+    """Baseline time over Triton time (above 1: Triton is faster), on the basis the claim rules use, with its
+    interval. ``again`` is the baseline's second block (A2): its interval on the same basis widens the baseline's,
+    and ``blocks`` names both blocks' medians where it did ("" where A2 lies inside A1's interval, has no
+    interval on this basis, or there is none). The point value stays A1's."""
+    basis = _pair_basis(base, tri)
+    if basis is None or basis == "graph replay":  # no interval: the graph's samples are not kept as one
+        speedup = base["graph_us"] / tri["graph_us"] if basis else None
+        name = basis or "none (launch-bound, no graph)"
+        return {"speedup": speedup, "ci_low": None, "ci_high": None, "basis": name, "blocks": ""}
+    med, low, high = _FIELDS[basis]
+    b, bl, bh = base[med], _num(base.get(low)), _num(base.get(high))
+    t, tl, th = tri[med], _num(tri.get(low)), _num(tri.get(high))
+    blocks = ""
+    if again is not None and (basis != "sustained time" or again.get("basis") == "sustained"):
+        al, ah = _num(again.get(low)), _num(again.get(high))
+        wider_low, wider_high = bool(bl and al and al < bl), bool(bh and ah and ah > bh)
+        if wider_low or wider_high:
+            bl, bh = (al if wider_low else bl), (ah if wider_high else bh)
+            blocks = (
+                f"{base['implementation']}'s interval spans its two blocks (A1 {b:.1f} µs, A2 {again[med]:.1f} µs: "
+                f"{abs(again[med] / b - 1):.1%} apart)"
+            )
     return {
         "speedup": b / t,
         "ci_low": bl / th if bl and th else None,
         "ci_high": bh / tl if bh and tl else None,
-        "basis": "event median",
+        "basis": basis,
+        "blocks": blocks,
     }
-
-
-_INTERVALS = (
-    ("basis_ci95_low_us", "basis_ci95_high_us"),
-    ("device_ci95_low_us", "device_ci95_high_us"),
-    ("ci95_low_us", "ci95_high_us"),
-)
 
 
 def _case_rows(timing: pd.DataFrame, case: dict[str, Any], block_a2: bool = False) -> pd.DataFrame:
@@ -90,28 +105,6 @@ def _case_rows(timing: pd.DataFrame, case: dict[str, Any], block_a2: bool = Fals
         & ((timing["block"] == "A2") if block_a2 else (timing["block"] != "A2"))
     ]
     return rows[rows["status"] == "ok"]
-
-
-def _across_blocks(base: pd.Series, again: pd.Series | None) -> tuple[pd.Series, str]:
-    """The baseline record with each interval widened to hold its A2 block's, and a note naming both blocks'
-    times where A2 lies outside A1's interval ("" where it does not, or there is no A2)."""
-    if again is None:
-        return base, ""
-    out, widened = base.copy(), False
-    for low, high in _INTERVALS:
-        if low.startswith("basis") and base.get("basis") != again.get("basis"):
-            continue
-        if pd.notna(out.get(low)) and pd.notna(again.get(low)) and again[low] < out[low]:
-            out[low], widened = again[low], True
-        if pd.notna(out.get(high)) and pd.notna(again.get(high)) and again[high] > out[high]:
-            out[high], widened = again[high], True
-    if not widened:
-        return out, ""
-    first, second = _basis_time(base)[0], _basis_time(again)[0]
-    return out, (
-        f"{base['implementation']}'s interval spans its two blocks (A1 {first:.1f} µs, A2 {second:.1f} µs: "
-        f"{abs(second / first - 1):.1%} apart)"
-    )
 
 
 def _second_block(timing: pd.DataFrame, case: dict[str, Any]) -> dict[str, pd.Series]:
@@ -155,7 +148,7 @@ def best_ratios(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> pd.DataFr
                     "baseline_kind": base["kind"],
                     "primary": base["implementation"] == case["primary_baseline"],
                     "best_triton": best["implementation"],
-                    **ratio(_across_blocks(base, again.get(base["implementation"]))[0], best),
+                    **ratio(base, best, again.get(base["implementation"])),
                     "verdict": claim["verdict"].iloc[0] if len(claim) else "–",
                     "flagged_share": best.get("flagged_share"),
                     "pct_copy_bw": best.get("pct_copy_bw"),
@@ -248,14 +241,13 @@ def targets(data: dict[str, Any], tbl: dict[str, pd.DataFrame]) -> pd.DataFrame:
                     ),
                 )
             elif target["metric"] == "speedup":
-                base, spans = _across_blocks(recs[target["baseline"]], again.get(target["baseline"]))
-                r = ratio(base, recs[target["variant"]])
+                r = ratio(recs[target["baseline"]], recs[target["variant"]], again.get(target["baseline"]))
                 row.update(
                     value=r["speedup"],
                     ci_low=r["ci_low"],
                     ci_high=r["ci_high"],
                     verdict=_verdict(r["speedup"], r["ci_low"], r["ci_high"], target["at_least"]),
-                    note="; ".join(filter(None, (f"basis: {r['basis']}", spans))),
+                    note="; ".join(filter(None, (f"basis: {r['basis']}", r["blocks"]))),
                 )
             else:
                 rec = recs[target["variant"]]

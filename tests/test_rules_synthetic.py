@@ -146,6 +146,8 @@ def _timing_row(name: str, kind: str, us: float, low: float, high: float) -> dic
         "basis_ci95_low_us": low,
         "basis_ci95_high_us": high,
         "device_us": us,
+        "device_ci95_low_us": low,
+        "device_ci95_high_us": high,
         "launch_bound": False,
         "graph_us": None,
         "median_us": us,
@@ -212,6 +214,26 @@ def test_target_ratio_interval_holds_both_baseline_blocks(a2_us, verdict):
     assert ("A2 11.0 µs" in row["note"]) == (a2_us == 11.0)
     (best,) = scores.best_ratios({"cases": [case]}, {"timing": timing, "claims": pd.DataFrame()}).to_dict("records")
     assert best["ci_high"] == pytest.approx(row["ci_high"]) and best["speedup"] == pytest.approx(row["value"])
+
+
+def test_target_blocks_note_is_on_the_ratios_basis():
+    """A baseline of 1 ms and more (sustained load in both blocks, 1000 and 1100 µs there) against a variant under
+    1 ms: the ratio falls back to device time, so the two blocks are widened and named on device time (A1 990,
+    A2 1050 µs), never by their sustained-load medians (the note printed those while the interval was on device
+    time)."""
+    declared = {"label": "t >= 1x e", "variant": "t", "baseline": "e", "metric": "speedup", "at_least": 1.0}
+    declared["reason"] = "a goal"
+    sustained = {"basis": "sustained", "basis_ci95_low_us": None, "basis_ci95_high_us": None}
+    a1 = _timing_row("e", "eager", 990.0, 985.0, 995.0) | sustained | {"basis_us": 1000.0}
+    a2 = _timing_row("e", "eager", 1050.0, 1045.0, 1055.0) | sustained | {"basis_us": 1100.0, "block": "A2"}
+    tri = _timing_row("t", "triton", 980.0, 975.0, 985.0)
+    gate = {"implementations": [{"implementation": n, "status": "pass"} for n in ("t", "e")]}
+    case = {"kernel": "k", "shape": "S", "dtype": "float16", "params": {"N": 1}, "correctness": gate}
+    case.update(declaration={"targets": [declared]}, primary_baseline="e")
+    (row,) = scores.targets({"cases": [case]}, {"timing": pd.DataFrame([tri, a1, a2])}).to_dict("records")
+    assert row["value"] == pytest.approx(990 / 980) and row["ci_high"] == pytest.approx(1055 / 975)
+    assert "basis: device time" in row["note"] and "A1 990.0 µs, A2 1050.0 µs" in row["note"]
+    assert row["verdict"] == scores.MET  # [985/985, 1055/975]: at the goal from below
 
 
 def test_targets_of_variants_the_run_did_not_select_are_not_scored():
