@@ -4,9 +4,10 @@ gluon_persistent, in one process on one GPU, on issue 24's matmul shapes under 1
 checked against an fp32 product (and must hold no NaN) before it is timed.
 
 Why: triton_persistent misses 0.98x cuBLAS at 4096^3 bf16 on two H100 hosts (0.975, 0.976; docs/kernel-notes.md,
-"Session 28"), and Nsight Compute shows 13 % more bytes through L2 than cuBLAS at the same tile. The swizzle width
-decides how many A row-panels and B column-panels the programs in flight share in L2; the sweep only ever ran
-``GROUP_M=8``. This says whether another width or the 256 x 128 tile is worth a pipeline run, on this card.
+"Session 28"), and Nsight Compute shows 12-17 % more bytes through L2 than cuBLAS at the same tile (sessions
+27-29). The swizzle width decides how many A row-panels and B column-panels the programs in flight share in L2; the
+sweep only ever ran ``GROUP_M=8``. This says whether another width or the 256 x 128 tile is worth a pipeline
+run, on this card.
 
 Timing basis: CUDA events around ``REPS`` back-to-back launches divided by ``REPS`` (``rows_ab.per_launch_us``);
 ``ROUNDS`` rounds with the implementations interleaved inside each; medians, extremes and every sample kept. Not the
