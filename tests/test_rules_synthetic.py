@@ -236,6 +236,17 @@ def test_target_blocks_note_is_on_the_ratios_basis():
     assert row["verdict"] == scores.MET  # [985/985, 1055/975]: at the goal from below
 
 
+def test_ratio_without_device_time_on_one_side_takes_both_event_medians():
+    """A baseline with device time (5 µs) and an event median of 10 µs against a variant that has only its event
+    median (10 µs): the claim rules compare them on event medians, so the ratio is 1, not the baseline's device
+    time over the variant's event median (0.5, as it was)."""
+    base = pd.Series(_timing_row("e", "eager", 10.0, 9.0, 11.0) | {"basis_us": 5.0, "device_us": 5.0})
+    tri = pd.Series(_timing_row("t", "triton", 10.0, 9.0, 11.0) | {"basis": "event", "device_us": None})
+    r = scores.ratio(base, tri)
+    assert r["basis"] == "event median" and r["speedup"] == pytest.approx(1.0)
+    assert (r["ci_low"], r["ci_high"]) == (pytest.approx(9 / 11), pytest.approx(11 / 9))
+
+
 def test_targets_of_variants_the_run_did_not_select_are_not_scored():
     """A config narrowed to some variants (config/kernels-next.yaml runs triton_persistent, not
     triton_grouped) has no gate record for the others: their targets are not 'not resolved', they are not
