@@ -60,6 +60,12 @@ METRICS = {
     "l2_bytes": "lts__t_bytes.sum",
     "global_load_bytes": "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum",
     "issue_active_pct": "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    # what a kernel spends energy on besides its tensor-core work: the bytes it moves from DRAM and the
+    # instructions it issues; and the SM clock it ran at under ncu (unlocked: the card's own clock), so a replay
+    # that ran slower than the timing runs shows it
+    "dram_bytes": "dram__bytes.sum",
+    "inst_executed": "smsp__inst_executed.sum",
+    "sm_clock_hz": "smsp__cycles_elapsed.avg.per_second",
     **{
         f"stall_{reason}": f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"
         for reason in STALL_REASONS

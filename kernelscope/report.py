@@ -711,6 +711,9 @@ def _ncu_stall_block(case: dict[str, Any]) -> dict[str, Any] | None:
         "l2_bytes",
         "global_load_bytes",
         "issue_active_pct",
+        "dram_bytes",
+        "inst_executed",
+        "sm_clock_hz",
         *(c for c in df.columns if c.startswith("stall_")),
     ]
     present = [c for c in extra if c in df.columns and df[c].notna().any()]

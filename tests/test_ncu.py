@@ -127,3 +127,21 @@ def test_the_report_shows_stall_reasons_only_where_the_record_has_them():
     assert "l2_throughput_pct" in str(block) and "l2_bytes" not in str(block)
     old = {"ncu": {"ran": True, "kernels": ncu.parse_csv(SAMPLE)}}  # a record from before: no such table
     assert report._ncu_stall_block(old) is None and report._ncu_stall_block({}) is None
+
+
+ENERGY_HEADER = HEADER + "," + ",".join(f'"{ncu.METRICS[k]}"' for k in ("dram_bytes", "inst_executed", "sm_clock_hz"))
+ENERGY_SAMPLE = f"""{ENERGY_HEADER}
+"","","","","","","","","nsecond","%","%","register/thread","byte","byte","byte","byte","inst","hz"
+"0","1","python3","h","<default domain>:kernelscope.gluon_persistent:none:none:none:none","gemm","1","7","1,600,000","30.0","12.5","168","0","0","200000","412,000,000","9,800,000","1,755,000,000"
+"""
+
+
+def test_dram_bytes_instructions_and_clock_are_read_and_shown_where_the_record_has_them():
+    from kernelscope import report
+
+    (row,) = ncu.parse_csv(ENERGY_SAMPLE)
+    assert row["dram_bytes"] == 412_000_000 and row["inst_executed"] == 9_800_000
+    assert row["sm_clock_hz"] == pytest.approx(1.755e9)
+    block = str(report._ncu_stall_block({"ncu": {"ran": True, "kernels": [row]}}))
+    assert "dram_bytes" in block and "inst_executed" in block and "sm_clock_hz" in block
+    assert "stall_wait" not in block  # counters the CSV lacks stay out of the table
