@@ -594,12 +594,9 @@ _PERSISTENT_POINTER_TILES = [(128, 256, 64, 8, 8, 3), (128, 128, 64, 8, 4, 4), (
 # pipelined nest (the next tile's loads overlap this tile's epilogue; at K = 1000 a tile has 16 K steps,
 # so the epilogue weighs), and its epilogue subtiling (C stored in two halves), whose saved shared memory
 # buys the fourth stage of the 128x256 tile.
-# The 4-stage subtiled config at two swizzle widths: GROUP_M 4 (the default) and the 8 every other tile uses,
-# so each sweep times what the narrower group buys.
 _PERSISTENT_FLATTENED_TILES = [
     ((128, 256, 64, 8, 8, 3), {}),
     ((128, 256, 64, 8, 8, 4), {"EPILOGUE_SUBTILE": 1}),
-    ((128, 256, 64, 4, 8, 4), {"EPILOGUE_SUBTILE": 1}),
     ((256, 128, 64, 8, 8, 3), {}),
     ((128, 128, 64, 8, 4, 4), {}),
 ]
@@ -645,14 +642,13 @@ def _persistent_default(shape: Shape, dtype: torch.dtype) -> dict:
     # epilogue subtiled, which buys a fourth stage: on H200 (session 18, docs/kernel-notes.md) that config
     # was the fastest of the sweep in 12 of 16 large-case sweeps on two machines and within 5 % in the
     # other four, where the earlier default (flattened, 3 stages) was 1-15 % behind the fastest in all 16.
-    # Its swizzle groups 4 row-tiles, not 8: on an H100 (session 29, docs/experiments/matmul_persistent_ab.py) that
-    # was faster in 11 of 12 interleaved A/B case-runs at 4096^3 (B plain and transposed) and 8192^2 x 1000, by
-    # 0.3-0.9 % (per-round medians), and 0.3 % slower in the twelfth.
+    # Its swizzle groups 8 row-tiles: 4 was slower than 8 on the pipeline's basis in 15 of 16 sweeps of the
+    # large cases (docs/kernel-notes.md, "Session 30"); the A/B that had favoured 4 timed it in second place.
     config = _fit_tile(_config(128, 256, 64, 8, 8, 3, TMA=1), shape)
     if _tma_prune_reason(config, shape, dtype, runtime.device_limits()):
         config["TMA"] = 0
     elif HAS_FLATTENED_RANGE and shape["M"] * shape["N"] > SMALL_TILE_MAX_OUTPUT:
-        config.update(FLATTEN=1, EPILOGUE_SUBTILE=1, num_stages=4, GROUP_M=4)
+        config.update(FLATTEN=1, EPILOGUE_SUBTILE=1, num_stages=4)
     return config
 
 

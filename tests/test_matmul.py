@@ -121,7 +121,7 @@ def test_persistent_tutorial_options_are_pruned_where_they_cannot_apply():
     assert "shared memory" in PERSISTENT.prune(four, shape, torch.float16, limits)
     assert PERSISTENT.prune({**four, "EPILOGUE_SUBTILE": 1}, shape, torch.float16, limits) is None
     configs = mm._persistent_configs(shape, torch.float16)
-    assert sum(1 for c in configs if c.get("FLATTEN")) == len(mm._PERSISTENT_FLATTENED_TILES) == 5
+    assert sum(1 for c in configs if c.get("FLATTEN")) == len(mm._PERSISTENT_FLATTENED_TILES) == 4
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -273,8 +273,8 @@ def test_persistent_default_flattens_the_tile_loop_where_the_flattened_configs_a
     flattened = PERSISTENT.default_config(big, torch.float16)
     if mm.HAS_FLATTENED_RANGE:  # flattened, the epilogue subtiled and a fourth stage in the saved shared memory
         assert (flattened["FLATTEN"], flattened["EPILOGUE_SUBTILE"], flattened["num_stages"]) == (1, 1, 4)
-        assert flattened["GROUP_M"] == 4  # and the sweep also times the same config at the other tiles' width
-        assert {**flattened, "GROUP_M": 8} in PERSISTENT.configs(big, torch.float16)
+        assert flattened["GROUP_M"] == 8  # the narrower swizzle lost on the pipeline's basis (kernel-notes, session 30)
+        assert flattened in PERSISTENT.configs(big, torch.float16)
     else:
         assert "FLATTEN" not in flattened and flattened["num_stages"] == 3
     plain = PERSISTENT.default_config(small, torch.float16)
