@@ -30,11 +30,18 @@ def per_launch_us(fn) -> float:
 
 def interleaved(runs: dict) -> dict[str, list[float]]:
     """``ROUNDS`` rounds of :func:`per_launch_us` with ``runs`` (name -> callable) interleaved inside each round, so
-    a drift of the card's state falls on every variant alike: name -> every sample, µs a call."""
-    times = {name: [] for name in runs}
-    for _ in range(ROUNDS):
-        for name, run in runs.items():
-            times[name].append(per_launch_us(run))
+    a drift of the card's state falls on every variant alike: name -> every sample (in round order), µs a call.
+
+    The order rotates by one place each round, so every variant is timed in every place of the round: a variant
+    timed in the same place every round carries that place's bias. With a fixed order, two identical matmul
+    configs timed one after the other differed by 0.5-0.8 % in every case on an H100, the later one faster
+    (docs/kernel-notes.md, "Session 30"); the results recorded before that session were taken in a fixed order."""
+    names = list(runs)
+    times = {name: [] for name in names}
+    for r in range(ROUNDS):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name].append(per_launch_us(runs[name]))
     return times
 
 
