@@ -32,10 +32,11 @@ def interleaved(runs: dict) -> dict[str, list[float]]:
     """``ROUNDS`` rounds of :func:`per_launch_us` with ``runs`` (name -> callable) interleaved inside each round, so
     a drift of the card's state falls on every variant alike: name -> every sample (in round order), µs a call.
 
-    The order rotates by one place each round, so every variant is timed in every place of the round: a variant
-    timed in the same place every round carries that place's bias. With a fixed order, two identical matmul
-    configs timed one after the other differed by 0.5-0.8 % in every case on an H100, the later one faster
-    (docs/kernel-notes.md, "Session 30"); the results recorded before that session were taken in a fixed order."""
+    The order rotates by one place each round, so no variant is always timed in the same place of the round (the
+    results recorded before session 30 were taken in a fixed order). Rotation does not make two arms alike: on
+    H100s two arms of one matmul config differed by up to 0.9 % with the order fixed and rotated alike
+    (docs/kernel-notes.md, "Session 30"), so an experiment times one variant twice and reads its differences
+    against that pair's."""
     names = list(runs)
     times = {name: [] for name in names}
     for r in range(ROUNDS):
