@@ -119,6 +119,21 @@ def test_layernorm_loads_the_first_slots_weight_and_bias_before_the_team_exchang
     assert first["ldv4"] == before["ldv4"] and first["spill"] == 0
 
 
+def test_the_layernorm_sweep_times_the_default_with_weight_and_bias_after_the_exchange_right_after_it():
+    """The sweep records WB_AHEAD=0 beside the default's 1 on the pipeline's basis, second in its list (so a
+    ``max_configs`` cap keeps it); softmax has no weight and bias, and no such twin."""
+    from kernelscope import sweep
+
+    shape = _shape()
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        impl = layernorm.KERNEL.implementation("gluon_smem")
+        default = impl.default_config(shape, dtype)
+        assert "WB_AHEAD" not in default and sg.WB_AHEAD_DEFAULT == 1
+        assert sweep.candidate_configs(impl, shape, dtype, 2) == [default, dict(default, WB_AHEAD=0)]
+    softmax_space = softmax.KERNEL.implementation("gluon_smem").configs(shape, torch.float16)
+    assert not any("WB_AHEAD" in c for c in softmax_space)
+
+
 def test_the_tma_view_is_of_box_rows_of_256_elements():
     x = torch.zeros(3, 8192, dtype=torch.bfloat16)
     desc = sg.descriptor(x, 16)
