@@ -997,8 +997,8 @@ def _torch_compile(inputs: Inputs, out, config):
 
 def _gluon_smem_configs(shape: Shape, dtype: torch.dtype) -> list[dict]:
     # The default with weight and bias loaded after the team exchange (WB_AHEAD=0) first, so the sweep records both
-    # loads on the pipeline's basis: the default's WB_AHEAD=1 rests on an event-timed A/B margin (1.2-1.9 %) that is
-    # not clear of that method's own bias (docs/kernel-notes.md, "Session 30").
+    # loads on the pipeline's basis: the default's WB_AHEAD=1 rests on an event-timed A/B whose margin is not clear
+    # of that method's own bias (docs/kernel-notes.md, "Session 30").
     after_exchange = dict(gluon_smem.default_for("layernorm")(shape, dtype), WB_AHEAD=0)
     return [after_exchange] + gluon_smem.configs_for("layernorm")(shape, dtype)
 

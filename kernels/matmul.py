@@ -642,8 +642,8 @@ def _persistent_default(shape: Shape, dtype: torch.dtype) -> dict:
     # epilogue subtiled, which buys a fourth stage: on H200 (session 18, docs/kernel-notes.md) that config
     # was the fastest of the sweep in 12 of 16 large-case sweeps on two machines and within 5 % in the
     # other four, where the earlier default (flattened, 3 stages) was 1-15 % behind the fastest in all 16.
-    # Its swizzle groups 8 row-tiles: 4 was slower than 8 on the pipeline's basis in 15 of 16 sweeps of the
-    # large cases (docs/kernel-notes.md, "Session 30"); the A/B that had favoured 4 timed it in second place.
+    # Its swizzle groups 8 row-tiles: 4 was slower than 8 on the pipeline's basis (docs/kernel-notes.md, "Session
+    # 30"); the A/B that had favoured 4 read no more than two arms of one config differ by.
     config = _fit_tile(_config(128, 256, 64, 8, 8, 3, TMA=1), shape)
     if _tma_prune_reason(config, shape, dtype, runtime.device_limits()):
         config["TMA"] = 0
