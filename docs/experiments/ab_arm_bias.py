@@ -5,20 +5,24 @@ Two candidates, told apart here:
 
 - *the arm itself*: its own output buffer (where it lies), or being prepared first. Then the arm stays slower
   whatever comes before it.
-- *what ran before it*: ``rows_ab.interleaved`` rotates a fixed cyclic order, so every arm always follows the same
-  arm. In the matmul A/B the default followed cuBLAS (``torch``) in 13 of 15 rounds and its twin always followed the
-  default. Then the slowness goes with the predecessor, and it sits in the first launches of a sample.
+- *what ran before it*: ``rows_ab.interleaved`` rotated a fixed cyclic order (session 30), so every arm always
+  followed the same arm. In the matmul A/B the default followed cuBLAS (``torch``) in 13 of 15 rounds and its twin
+  always followed the default. Then the slowness goes with the predecessor, in the first launches of a sample.
 
 Each case has four arms: the baseline (``torch``) and three copies of one kernel config (``a``, ``b``, ``c``), each
 prepared with its own output buffer, in that order. Two phases:
 
-1. ``cyclic``: ``ROUNDS`` rounds in the helper's rotated order (reproduces the session-30 reading);
+1. ``cyclic``: ``ROUNDS`` rounds in the session-30 helper's rotated order (reproduces its reading);
 2. ``random``: ``RANDOM_ROUNDS`` rounds, each a seeded random permutation, so every copy follows every arm.
 
 Every sample is ``REPS`` back-to-back launches, as in the A/B, but with an event between every two launches, so each
 launch's time is kept. Every record carries its phase, round, place in the round, arm and predecessor (the arm of
-the sample before it, across rounds too). Each copy's output is checked before timing: matmul against an fp32
-product within the spec's tolerance, layernorm against fp64 within the spec's tolerance, no NaN.
+the sample before it, across rounds too). Then, as a check of the fix this led to, ``ROUNDS`` rounds of the helper as
+it now is (``rows_ab.interleaved``: one untimed launch before each sample's start event, a seeded random order), and
+the copies' per-round ratios, an A/A on the method the A/B scripts now use.
+
+Each copy's output is checked before timing: matmul against an fp32 product, layernorm against fp64, both within
+the spec's tolerance, and no NaN.
 
     python docs/experiments/ab_arm_bias.py > ab_arm_bias.json      (a summary on stderr)
 """
@@ -35,7 +39,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from rows_ab import REPS, ROUNDS  # noqa: E402
+from rows_ab import REPS, ROUNDS, interleaved  # noqa: E402
 from rows_ab import inputs as row_inputs  # noqa: E402
 
 from kernels import _rows_gluon as rows  # noqa: E402
@@ -166,10 +170,14 @@ def main() -> None:
                     dict(phase=phase, round=rnd, place=place, arm=name, after=before, launch_us=sample(arms[name]))
                 )
                 before = name
+        helper = interleaved(arms, seed=1)
         case = dict(kernel=kernel, **params, dtype=str(dtype)[6:], config=built["config"], samples=records)
+        case["helper_samples_us"] = helper
         out["cases"].append(case)
         print(f"{kernel} {params} {case['dtype']}:", file=sys.stderr)
         print("\n".join(summary(records)), file=sys.stderr)
+        ratio = {k: statistics.median(x / y for x, y in zip(helper["a"], helper[k])) for k in ("b", "c")}
+        print(f"  helper (lead launch, random order): a/b {ratio['b']:.4f}, a/c {ratio['c']:.4f}", file=sys.stderr)
         del built, arms
         torch.cuda.empty_cache()
     print(json.dumps(out))

@@ -2,12 +2,19 @@
 ``rows_hold_ab.py``, ``rows_knockout.py``) share: their timing basis, the copy bandwidth measured on it, their inputs
 and fp64 references.
 
-Timing basis: CUDA events around ``REPS`` back-to-back launches, divided by ``REPS`` (each launch reads 64 MB or more,
-past the 50 MB L2, so none reads the previous one's rows from it); the scripts take ``ROUNDS`` rounds with their
-variants interleaved inside each, and keep every sample. Not the pipeline's basis (device timestamps) and not its
-gate: these say whether a change is worth a pipeline run, on one card.
+Timing basis: CUDA events around ``REPS`` back-to-back launches, divided by ``REPS``, after one untimed launch that
+keeps the stream busy while the first timed launch is queued (each launch reads 64 MB or more, past the 50 MB L2, so
+none reads the previous one's rows from it); the scripts take ``ROUNDS`` rounds with their variants in a seeded random
+order inside each, and keep every sample. Not the pipeline's basis (device timestamps) and not its gate: these say
+whether a change is worth a pipeline run, on one card.
+
+Before the session-31 change (docs/experiments/ab_arm_bias.py) a sample began on an idle stream, so its first launch
+also counted the host's launch latency, which depends on what the process ran before; and the order was fixed (before
+session 30) or rotated (session 30), so an arm always followed the same arm. Results recorded before it carry that
+bias (docs/kernel-notes.md, "Session 31").
 """
 
+import random
 import statistics
 import sys
 
@@ -18,8 +25,12 @@ REPS, ROUNDS = 10, 15
 
 
 def per_launch_us(fn) -> float:
-    """One sample: ``REPS`` back-to-back calls of ``fn`` between two CUDA events, in µs a call."""
+    """One sample: ``REPS`` back-to-back calls of ``fn`` between two CUDA events, in µs a call. One call before the
+    start event is not timed: the start event is queued behind it, so the host's launch latency of the first timed call
+    (on an H100, 50-130 µs more than a launch queued behind a running kernel, depending on what ran before) is not
+    counted."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    fn()
     start.record()
     for _ in range(REPS):
         fn()
@@ -28,20 +39,20 @@ def per_launch_us(fn) -> float:
     return start.elapsed_time(end) * 1e3 / REPS
 
 
-def interleaved(runs: dict) -> dict[str, list[float]]:
-    """``ROUNDS`` rounds of :func:`per_launch_us` with ``runs`` (name -> callable) interleaved inside each round, so
-    a drift of the card's state falls on every variant alike: name -> every sample (in round order), µs a call.
+def interleaved(runs: dict, seed: int = 0) -> dict[str, list[float]]:
+    """``ROUNDS`` rounds of :func:`per_launch_us` with ``runs`` (name -> callable) inside each round in a seeded random
+    order, so a drift of the card's state falls on every variant alike and no variant always follows the same one:
+    name -> every sample (in round order), µs a call.
 
-    The order rotates by one place each round, so no variant is always timed in the same place of the round (the
-    results recorded before session 30 were taken in a fixed order). Rotation does not make two arms alike: on
-    H100s two arms of one matmul config differed by up to 0.9 % with the order fixed and rotated alike
-    (docs/kernel-notes.md, "Session 30"), so an experiment times one variant twice and reads its differences
-    against that pair's."""
-    names = list(runs)
+    A rotated order (session 30) keeps every arm behind the same arm; with the first launch of a sample timed from an
+    idle stream, two copies of one config then differed by up to 2.7 % (docs/experiments/ab_arm_bias.py). An
+    experiment still times one variant twice and reads its differences against that pair's."""
+    names, rng = list(runs), random.Random(seed)
     times = {name: [] for name in names}
-    for r in range(ROUNDS):
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
+    for _ in range(ROUNDS):
+        order = list(names)
+        rng.shuffle(order)
+        for name in order:
             times[name].append(per_launch_us(runs[name]))
     return times
 
