@@ -1,0 +1,120 @@
+"""The H100 rerun record rebuilt from the published raw results, with and without the runs of sessions 26-31, and
+per device-time group the number of distinct implementation-cases its differences come from
+(docs/timing-basis.md, "The H100 record and what extending it showed").
+
+    python docs/experiments/h100_rerun_record.py /tmp/h100-record     (CPU; reads reports/*/raw-results.tar.gz)
+"""
+
+import collections
+import json
+import sys
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from kernelscope import reruns  # noqa: E402
+
+#: the committed record's 23 runs (sessions 22-25)
+COMMITTED = [
+    "gluon",
+    "gluon2",
+    "gluon3",
+    "gluon4",
+    "gluon5",
+    "gluonws23",
+    "flash24",
+    "flash24b",
+    "flash24c",
+    "rows1",
+    "rowsteams1",
+    "rowsteams2",
+    "rowsteams3",
+    "lnprefetch",
+    "lnslots",
+    "rowsfinal",
+    "rowsh200b",
+    "rows24",
+    "rows24b",
+    "rows24c",
+    "rows25",
+    "rows25b",
+    "rows25c",
+]
+#: the published H100 runs of sessions 26-31
+LATER = [
+    "h100mm26",
+    "h100odd26",
+    "rows26",
+    "rows26h3",
+    "rows26n",
+    "ln27",
+    "mm27",
+    "odd27",
+    "mm28",
+    "odd28",
+    "rows28",
+    "flash28",
+    "mm29",
+    "rows29",
+    "flash29",
+    "mm30",
+    "mm30b",
+    "mm30c",
+    "odd30",
+    "rows30",
+    "rows30c",
+    "flash30",
+    "flash30c",
+    "def31",
+    "mm31",
+    "rows31",
+    "flash31",
+    "odd31",
+    "tb31",
+]
+
+
+def extract(out: Path) -> dict[str, Path]:
+    """Every published H100 run's results folder, by label."""
+    found = {}
+    for archive in sorted((ROOT / "reports").glob("nvidia-h100-*/raw-results.tar.gz")):
+        with tarfile.open(archive) as tar:
+            labels = {m.name.split("/")[1] for m in tar.getmembers() if m.name.startswith("results/")}
+            tar.extractall(out, members=[m for m in tar.getmembers() if m.name.startswith("results/")], filter="data")
+        found |= {label: out / "results" / label for label in labels}
+    return found
+
+
+def cases_per_group(record: dict) -> dict[tuple[str, str], tuple[int, int, float | None]]:
+    """(size class, kind) on device time -> (differences, distinct implementation-cases, p95)."""
+    cases, count = collections.defaultdict(set), collections.Counter()
+    for o in record["observations"]:
+        if o["basis"] == "device":
+            key = (o["size_class"], o["kind"])
+            cases[key].add((o["kernel"], o["shape"], o["dtype"], o["implementation"]))
+            count[key] += 1
+    p95 = {(r["size_class"], r["kind"]): r["p95_rel"] for r in record["summary"] if r["basis"] == "device"}
+    return {k: (count[k], len(cases[k]), p95.get(k)) for k in sorted(cases)}
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    runs = extract(out)
+    committed = json.loads((ROOT / "calibration" / "nvidia-h100-80gb-hbm3.json").read_text())
+    rebuilt = reruns.calibrate({label: runs[label] for label in COMMITTED}, committed["how"])
+    print("the 23 runs reproduce the committed summary:", rebuilt["summary"] == committed["summary"])
+    extended = reruns.calibrate({label: runs[label] for label in COMMITTED + LATER}, "sessions 22-31")
+    print(f"observations: committed {len(committed['observations'])}, extended {len(extended['observations'])}")
+    before, after = cases_per_group(committed), cases_per_group(extended)
+    for key in sorted(set(before) | set(after)):
+        row = [
+            f"n={n} cases={c} p95={p:.2%}" if p is not None else f"n={n} cases={c}"
+            for n, c, p in (before.get(key, (0, 0, None)), after.get(key, (0, 0, None)))
+        ]
+        print(f"{key[0]:>12} {key[1]:<8} {row[0]:<32} -> {row[1]}")
+
+
+if __name__ == "__main__":
+    main()
