@@ -157,6 +157,8 @@ def _device_compare(
             reason=Reason.NO_RERUN_CALIBRATION,
             size_class=reruns.size_class(min(va["median_us"], vb["median_us"])),
         )
+        if reruns.counts_cases(calibration):
+            claim["min_cases"] = reruns.MIN_CASES
     return claim
 
 

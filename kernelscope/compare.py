@@ -106,8 +106,9 @@ def _rerun_floor_sentence(calibration: Mapping[str, Any] | None) -> str:
         "On device time it is the quadrature sum of the rerun calibration's 95th percentiles for the pair's "
         f"size class and its two sides' kinds ({source}, {len(calibration.get('runs', {}))} runs; each "
         "statement names it); on the "
-        f"other bases, and where the calibration has no such group of {reruns.MIN_OBSERVATIONS} or more differences, "
-        f"it is that of {per_kind}."
+        f"other bases, and where the calibration has no such group of {reruns.MIN_OBSERVATIONS} or more differences"
+        + (f" from {reruns.MIN_CASES} or more implementation-cases" if reruns.counts_cases(calibration) else "")
+        + f", it is that of {per_kind}."
     )
 
 

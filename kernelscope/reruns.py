@@ -44,6 +44,11 @@ FLOOR_QUANTILE = 0.95
 #: observed difference lies above the quantile (with fewer, the "95th percentile" is an interpolation between the
 #: largest few, and one run's luck sets it)
 MIN_OBSERVATIONS = math.ceil(1 / (1 - FLOOR_QUANTILE) - 1e-9)
+#: the fewest distinct implementation-cases (kernel, shape, dtype, implementation) a group's differences must come
+#: from to give a floor. Many runs of one case give many differences (nine runs, 36 pairs): counted alone, they
+#: made one kernel's stability the floor of every kernel of its kind and size (docs/timing-basis.md, "The H100
+#: record and what extending it showed"). Records written before the count have no ``cases`` and are read as before.
+MIN_CASES = 3
 
 
 def basis_median(rec: Mapping[str, Any], basis: str) -> float | None:
@@ -141,11 +146,14 @@ def observations(runs: Mapping[str, Path]) -> list[dict[str, Any]]:
 
 def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per basis, size class and implementation kind (eager, compile, triton: torch.compile's choices vary
-    from process to process, a hand-written kernel's do not): the count, median, 95th percentile and maximum
-    of the relative differences."""
+    from process to process, a hand-written kernel's do not): the count, the distinct implementation-cases they
+    come from, and the median, 95th percentile and maximum of the relative differences."""
     groups: dict[tuple[str, str, str], list[float]] = {}
+    cases: dict[tuple[str, str, str], set[tuple[str, ...]]] = {}
     for r in rows:
-        groups.setdefault((r["basis"], r["size_class"], r["kind"]), []).append(r["rel_diff"])
+        key = (r["basis"], r["size_class"], r["kind"])
+        groups.setdefault(key, []).append(r["rel_diff"])
+        cases.setdefault(key, set()).add((r["kernel"], r["shape"], r["dtype"], r["implementation"]))
     order = {b: i for i, b in enumerate(BASES)}
     out = []
     for (basis, cls, kind), diffs in sorted(
@@ -158,6 +166,7 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "size_class": cls,
                 "kind": kind,
                 "n": len(x),
+                "cases": len(cases[(basis, cls, kind)]),
                 "median_rel": float(np.median(x)),
                 "p95_rel": float(np.quantile(x, FLOOR_QUANTILE)),
                 "max_rel": float(np.max(x)),
@@ -200,8 +209,8 @@ def floor(calibration: Mapping[str, Any] | None, basis: str, us: float, kinds: S
     """The rerun floor of a pair on ``basis`` at a time of ``us``: each side's kind has the calibrated quantile
     of the relative differences between independent runs in that size class; the two sides move
     independently, so the pair's floor is their quadrature sum. None where the calibration has no such
-    group (no calibration, or that basis, size class or kind was not measured) or a group of fewer than
-    ``MIN_OBSERVATIONS``."""
+    group (no calibration, or that basis, size class or kind was not measured), a group of fewer than
+    ``MIN_OBSERVATIONS``, or one whose differences come from fewer than ``MIN_CASES`` implementation-cases."""
     if not calibration:
         return None
     cls = size_class(us)
@@ -209,12 +218,20 @@ def floor(calibration: Mapping[str, Any] | None, basis: str, us: float, kinds: S
     found = [rows.get((basis, cls, kind)) for kind in kinds]
     if not all(found) or min(r["n"] for r in found) < MIN_OBSERVATIONS:
         return None
+    if any(r.get("cases", MIN_CASES) < MIN_CASES for r in found):
+        return None
     return {
         "rel": math.sqrt(sum(r["p95_rel"] ** 2 for r in found)),
         "n": min(r["n"] for r in found),
         "size_class": cls,
         "trials": len(calibration.get("runs", {})),
     }
+
+
+def counts_cases(calibration: Mapping[str, Any] | None) -> bool:
+    """Whether a calibration record counts the implementation-cases of its groups (records written before
+    ``MIN_CASES`` do not), so that wording can name the condition only where it applied."""
+    return any("cases" in r for r in (calibration or {}).get("summary", []))
 
 
 def load_record(path: str | Path) -> dict[str, Any]:
@@ -248,7 +265,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     width = max(len(r["size_class"]) for r in record["summary"]) if record["summary"] else 10
     for r in record["summary"]:
         print(
-            f"{r['basis']:<12} {r['size_class']:<{width}} {r['kind']:<8} n={r['n']:<4} median {r['median_rel']:.2%} "
+            f"{r['basis']:<12} {r['size_class']:<{width}} {r['kind']:<8} n={r['n']:<4} cases={r['cases']:<3} "
+            f"median {r['median_rel']:.2%} "
             f"p95 {r['p95_rel']:.2%} max {r['max_rel']:.2%}"
         )
     return 0

@@ -78,10 +78,11 @@ def _reason(c: Mapping[str, Any]) -> str:
             f"p = {c['mannwhitney_p']:.2g}, above the {c['threshold_rel']:.1%} threshold"
         )
     if reason == Reason.NO_RERUN_CALIBRATION:
+        cases = f", from {c['min_cases']} or more implementation-cases," if c.get("min_cases") else ""
         return (
             f"no rerun calibration for this basis at {c['size_class']} with {MIN_OBSERVATIONS} or more rerun "
-            "differences of each side's kind (run the configuration in separate processes or on separate machines "
-            "and record python -m kernelscope.reruns; the in-job A/A floor alone sees one process)"
+            f"differences{cases} of each side's kind (run the configuration in separate processes or on separate "
+            "machines and record python -m kernelscope.reruns; the in-job A/A floor alone sees one process)"
         )
     if reason == Reason.REGIME_OPPOSITE:
         burst = c["burst"]

@@ -33,9 +33,9 @@ import standin_device
 import torch
 from standin_device import SHAPE, StandinDevice, sampling_settings
 
-from kernelscope import claims, devicetime, reruns, sweep
+from kernelscope import claims, devicetime, reruns, sweep, wording
 from kernelscope.spec import Implementation, KernelSpec, Tolerance
-from kernelscope.verdicts import Basis
+from kernelscope.verdicts import Basis, Reason
 
 standin_cuda = standin_device.standin_cuda
 
@@ -215,6 +215,7 @@ def test_rerun_observations_skip_changed_configs_and_group_by_kind(tmp_path):
     assert summary[("device", "eager")]["p95_rel"] == pytest.approx(0.02)
     assert summary[("device", "compile")]["p95_rel"] == pytest.approx(0.1)
     assert ("event", "eager") in summary and all(s["size_class"] == "5-20 us" for s in summary.values())
+    assert summary[("device", "eager")]["cases"] == 1  # torch's one case, in one pair of runs
 
 
 def test_rerun_observations_pair_only_the_same_code_on_the_same_stack(tmp_path):
@@ -253,6 +254,28 @@ def test_rerun_floor_and_size_classes():
     assert reruns.floor(thin, "device", 12.0, ["triton", "eager"]) is None
     enough = {**CALIBRATION, "summary": [{**g, "n": reruns.MIN_OBSERVATIONS} for g in CALIBRATION["summary"]]}
     assert reruns.floor(enough, "device", 12.0, ["triton", "eager"])["n"] == 20
+
+
+def test_a_floor_needs_differences_from_several_implementation_cases():
+    """Nine runs of one kernel give 36 run pairs, so one case in two dtypes makes 72 differences: counted alone,
+    that kernel's stability became the floor of every kernel of its kind and size. A group needs its differences
+    from MIN_CASES implementation-cases; a record written before the count (no ``cases``) is read as before."""
+    assert reruns.MIN_CASES == 3
+    one_kernel = {**CALIBRATION, "summary": [{**g, "n": 72, "cases": 2} for g in CALIBRATION["summary"]]}
+    assert reruns.floor(one_kernel, "device", 12.0, ["triton", "eager"]) is None
+    several = {**CALIBRATION, "summary": [{**g, "n": 72, "cases": 3} for g in CALIBRATION["summary"]]}
+    assert reruns.floor(several, "device", 12.0, ["triton", "eager"])["n"] == 72
+    assert "cases" not in CALIBRATION["summary"][0]
+    assert reruns.floor(CALIBRATION, "device", 12.0, ["triton", "eager"]) is not None
+    assert reruns.counts_cases(several) and not reruns.counts_cases(CALIBRATION) and not reruns.counts_cases(None)
+
+
+def test_the_missing_floor_names_the_case_count_where_the_record_counts_cases():
+    claim = {"reason": Reason.NO_RERUN_CALIBRATION, "size_class": "0-5 us"}
+    assert "implementation-cases" not in wording._reason(claim)
+    assert "with 20 or more rerun differences, from 3 or more implementation-cases, of each side's kind" in (
+        wording._reason({**claim, "min_cases": 3})
+    )
 
 
 def test_rerun_record_is_checked(tmp_path):
