@@ -47,7 +47,8 @@ MIN_OBSERVATIONS = math.ceil(1 / (1 - FLOOR_QUANTILE) - 1e-9)
 #: the fewest distinct implementation-cases (kernel, shape, dtype, implementation) a group's differences must come
 #: from to give a floor. Many runs of one case give many differences (nine runs, 36 pairs): counted alone, they
 #: made one kernel's stability the floor of every kernel of its kind and size (docs/timing-basis.md, "The H100
-#: record and what extending it showed"). Records written before the count have no ``cases`` and are read as before.
+#: record extended, and a floor from several kernels"). Records written before the count have no ``cases`` and are
+#: read as before.
 MIN_CASES = 3
 
 

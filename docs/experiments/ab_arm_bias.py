@@ -57,6 +57,16 @@ CASES = [
 ]
 
 
+def _check(what: str, got: torch.Tensor, ref: torch.Tensor, tol) -> None:
+    """Stop the experiment where an arm's output (``got``, in ``ref``'s precision) is outside the spec's tolerance
+    of the reference anywhere, or holds NaN."""
+    torch.cuda.synchronize()
+    err = (got - ref).abs()
+    bad = int((err > tol.atol + tol.rtol * ref.abs()).sum()) + int(got.isnan().sum())
+    if bad:
+        raise SystemExit(f"{what}: {bad} elements wrong or NaN")
+
+
 def matmul_arms(params: dict, dtype: torch.dtype) -> dict:
     """torch (cuBLAS) and three copies of triton_persistent's default, each with its own C, checked first."""
     spec = registry.get("matmul")
@@ -69,12 +79,7 @@ def matmul_arms(params: dict, dtype: torch.dtype) -> dict:
     for name, impl in [("torch", "torch"), *((c, "triton_persistent") for c in COPIES)]:
         out = torch.full((params["M"], params["N"]), float("nan"), dtype=dtype, device="cuda")
         fn = spec.implementation(impl).prepare(x, out, config if impl != "torch" else {})
-        got = fn()
-        torch.cuda.synchronize()
-        err = (got.float() - ref).abs()
-        bad = int((err > tol.atol + tol.rtol * ref.abs()).sum()) + int(got.isnan().sum())
-        if bad:
-            raise SystemExit(f"matmul {params} {dtype} {name}: {bad} elements wrong or NaN")
+        _check(f"matmul {params} {dtype} {name}", fn().float(), ref, tol)
         arms[name] = fn
     return {"config": config, "arms": arms}
 
@@ -92,11 +97,7 @@ def layernorm_arms(params: dict, dtype: torch.dtype) -> dict:
         out = torch.full_like(x, float("nan"))
         run = rows.launch(x, out, config, limits, **extra)
         run()
-        torch.cuda.synchronize()
-        err = (out.double() - ref).abs()
-        bad = int((err > tol.atol + tol.rtol * ref.abs()).sum()) + int(out.isnan().sum())
-        if bad:
-            raise SystemExit(f"layernorm {params} {dtype} {name}: {bad} elements wrong or NaN")
+        _check(f"layernorm {params} {dtype} {name}", out.double(), ref, tol)
         arms[name] = run
     return {"config": config, "arms": arms}
 

@@ -6,7 +6,6 @@ extended, and a floor from several kernels").
     python docs/experiments/h100_rerun_record.py /tmp/h100-record     (CPU; reads reports/*/raw-results.tar.gz)
 """
 
-import collections
 import json
 import sys
 import tarfile
@@ -88,16 +87,13 @@ def extract(out: Path) -> dict[str, Path]:
     return found
 
 
-def cases_per_group(record: dict) -> dict[tuple[str, str], tuple[int, int, float | None]]:
-    """(size class, kind) on device time -> (differences, distinct implementation-cases, p95)."""
-    cases, count = collections.defaultdict(set), collections.Counter()
-    for o in record["observations"]:
-        if o["basis"] == "device":
-            key = (o["size_class"], o["kind"])
-            cases[key].add((o["kernel"], o["shape"], o["dtype"], o["implementation"]))
-            count[key] += 1
-    p95 = {(r["size_class"], r["kind"]): r["p95_rel"] for r in record["summary"] if r["basis"] == "device"}
-    return {k: (count[k], len(cases[k]), p95.get(k)) for k in sorted(cases)}
+def device_groups(record: dict) -> dict[tuple[str, str], tuple[int, int, float]]:
+    """(size class, kind) on device time -> (differences, distinct implementation-cases, p95), from the summary."""
+    return {
+        (r["size_class"], r["kind"]): (r["n"], r["cases"], r["p95_rel"])
+        for r in record["summary"]
+        if r["basis"] == "device"
+    }
 
 
 def main() -> None:
@@ -108,7 +104,7 @@ def main() -> None:
     after = reruns.calibrate({label: runs[label] for label in COMMITTED + LATER}, committed["how"])
     print("the 52 runs give the committed record:", after == committed)
     print(f"observations: 23 runs {len(before['observations'])}, 52 runs {len(after['observations'])}")
-    old, new = cases_per_group(before), cases_per_group(after)
+    old, new = device_groups(before), device_groups(after)
     for key in sorted(set(old) | set(new)):
         row = [
             f"n={n} cases={c} p95={p:.2%}" if p is not None else f"n={n} cases={c}"
